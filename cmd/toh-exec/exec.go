@@ -1,0 +1,298 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/toh-sandbox/toh/policy"
+	"github.com/toh-sandbox/toh/sandbox"
+)
+
+type execFlags struct {
+	policyFile   string
+	session      string
+	mode         string
+	command      string
+	commandSet   bool
+	runner       string
+	bwrapPath    string
+	probeTimeout durationFlag
+	requireFull  bool
+	jsonOut      bool
+	resultFD     int
+	verbose      bool
+}
+
+func newExecFlagSet(f *execFlags) *flag.FlagSet {
+	fs := flag.NewFlagSet("toh-exec", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&f.policyFile, "policy", "", "")
+	fs.StringVar(&f.session, "session", "", "")
+	fs.StringVar(&f.mode, "mode", "", "")
+	fs.Func("c", "", func(s string) error { f.command, f.commandSet = s, true; return nil })
+	fs.StringVar(&f.runner, "runner", "", "")
+	fs.StringVar(&f.bwrapPath, "bwrap", "", "")
+	f.probeTimeout = durationFlag(sandbox.DefaultProbeTimeout)
+	fs.Var(&f.probeTimeout, "probe-timeout", "")
+	fs.BoolVar(&f.requireFull, "require-full", false, "")
+	fs.BoolVar(&f.jsonOut, "json", false, "")
+	fs.IntVar(&f.resultFD, "result-fd", -1, "")
+	fs.BoolVar(&f.verbose, "verbose", false, "")
+	return fs
+}
+
+// report is what toh-exec emits through --json and --result-fd.
+type report struct {
+	Result *sandbox.Facts `json:"result,omitempty"`
+	Error  *reportError   `json:"error,omitempty"`
+	Stdout *string        `json:"stdout,omitempty"`
+	Stderr *string        `json:"stderr,omitempty"`
+}
+
+type reportError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	var f execFlags
+	fs := newExecFlagSet(&f)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, usageText)
+			return 0
+		}
+		return usageError(stderr, "%v", err)
+	}
+	argv := fs.Args()
+	if f.commandSet {
+		argv = append([]string{"bash", "-c", f.command}, argv...)
+	}
+	if len(argv) == 0 {
+		return usageError(stderr, "no command given")
+	}
+	var deployment policy.Mode
+	if f.mode != "" {
+		m, err := policy.ParseMode(f.mode)
+		if err != nil {
+			return usageError(stderr, "--mode: %v", err)
+		}
+		deployment = m
+	}
+	if f.runner != "" {
+		switch sandbox.Backend(f.runner) {
+		case sandbox.BackendBwrap, sandbox.BackendLandlock, sandbox.BackendSeatbelt:
+		default:
+			return usageError(stderr, "--runner: unknown runner %q (want bwrap, landlock or seatbelt)", f.runner)
+		}
+	}
+	if f.probeTimeout <= 0 {
+		return usageError(stderr, "--probe-timeout: must be positive, got %v", f.probeTimeout)
+	}
+	out := newOutput(f, stdout, stderr)
+	if out.err != nil {
+		return usageError(stderr, "%v", out.err)
+	}
+	defer out.close()
+
+	pol, code, err := resolvePolicy(f.policyFile, f.session, deployment, "")
+	if err != nil {
+		return out.fail(code, "POLICY_INVALID", err)
+	}
+	cwd, _ := os.Getwd()
+	env := os.Environ()
+	path, err := lookCommand(argv[0], env, cwd)
+	if err != nil {
+		return out.fail(exitNotFound, "COMMAND_NOT_FOUND", fmt.Errorf("%s: command not found", argv[0]))
+	}
+
+	if pol.Mode == policy.DangerFullAccess {
+		facts, err := sandbox.RunUnconfined(pol.Mode, path, argv, cwd, env, out.stdio(stdin))
+		if err != nil {
+			return out.fail(exitCannotStart, "CANNOT_START", err)
+		}
+		return out.finish(facts)
+	}
+
+	self, err := os.Executable()
+	if err != nil {
+		return out.fail(exitCannotStart, "CANNOT_START", fmt.Errorf("locating the toh-exec binary: %w", err))
+	}
+	chain, err := sandbox.NewChain(sandbox.Options{
+		Runner:       sandbox.Backend(f.runner),
+		BwrapPath:    f.bwrapPath,
+		Self:         self,
+		ProbeTimeout: f.probeTimeout.Duration(),
+	})
+	if err != nil {
+		return out.unavailable(&sandbox.UnavailableError{Mode: pol.Mode, Cause: err})
+	}
+	conf, err := chain.Confine(context.Background(), argv, pol)
+	if err != nil {
+		return out.unavailable(err)
+	}
+	if f.verbose {
+		fmt.Fprintf(stderr, "toh-exec: %s\n", describe(conf, pol))
+	}
+	if f.requireFull && conf.Enforcement != sandbox.EnforcementFull {
+		return out.fail(exitEnforcement, "ENFORCEMENT_PARTIAL",
+			fmt.Errorf("--require-full: the %s backend would enforce %q mode only partially; refusing to run", conf.Backend, pol.Mode))
+	}
+	facts, err := sandbox.Run(conf, pol, cwd, env, out.stdio(stdin))
+	if err != nil {
+		var spawnErr *sandbox.SpawnError
+		if errors.As(err, &spawnErr) {
+			return out.fail(exitCannotStart, "CANNOT_START", err)
+		}
+		out.facts = &facts
+		return out.unavailable(err)
+	}
+	if facts.Denied {
+		fmt.Fprintln(out.diag(), policy.DenialMarker(pol.Mode))
+		if pol.Approval != policy.ApprovalNever {
+			fmt.Fprintln(out.diag(), policy.EscalationHint("command"))
+		}
+	}
+	return out.finish(facts)
+}
+
+// describe prints the effective confinement in the spirit of go-landlock's
+// Config.String(): what is actually enforced, not what was asked for.
+func describe(c sandbox.Confined, pol policy.Execution) string {
+	roots := "none"
+	if len(pol.WritableRoots) > 0 {
+		roots = strings.Join(pol.WritableRoots, ", ")
+	}
+	return fmt.Sprintf("{%s; mode %s; enforcement %s; writable: %s; network %s}",
+		c.Backend, pol.Mode, c.Enforcement, roots, c.Network)
+}
+
+// lookCommand finds argv0 the way the confined exec will (the same PATH, the same
+// file system), so "command not found" is reported as such instead of as a runner
+// failure of the backend's exec.
+func lookCommand(argv0 string, env []string, cwd string) (string, error) {
+	if strings.Contains(argv0, "/") {
+		p := argv0
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(cwd, p)
+		}
+		if _, err := os.Stat(p); err != nil {
+			return "", err
+		}
+		return argv0, nil
+	}
+	pathEnv := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			pathEnv = v
+		}
+	}
+	for _, dir := range filepath.SplitList(pathEnv) {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, argv0)
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+			if !filepath.IsAbs(p) {
+				p = filepath.Join(cwd, p)
+			}
+			return p, nil
+		}
+	}
+	return "", exec.ErrNotFound
+}
+
+// output routes the command's streams and toh-exec's report.
+type output struct {
+	jsonOut        bool
+	resultFile     *os.File
+	stdout, stderr io.Writer
+	capOut, capErr bytes.Buffer
+	facts          *sandbox.Facts
+	err            error
+}
+
+func newOutput(f execFlags, stdout, stderr io.Writer) *output {
+	o := &output{jsonOut: f.jsonOut, stdout: stdout, stderr: stderr}
+	if f.resultFD >= 0 {
+		if f.resultFD <= 2 {
+			o.err = fmt.Errorf("--result-fd: %d is a standard stream; use another descriptor", f.resultFD)
+			return o
+		}
+		o.resultFile = os.NewFile(uintptr(f.resultFD), "result-fd")
+		if _, err := o.resultFile.Stat(); err != nil {
+			o.err = fmt.Errorf("--result-fd: descriptor %d is not open: %w", f.resultFD, err)
+		}
+	}
+	return o
+}
+
+func (o *output) stdio(stdin io.Reader) sandbox.Stdio {
+	if o.jsonOut {
+		return sandbox.Stdio{Stdin: stdin, Stdout: &o.capOut, Stderr: &o.capErr}
+	}
+	return sandbox.Stdio{Stdin: stdin, Stdout: o.stdout, Stderr: o.stderr}
+}
+
+// diag is where toh-exec's own lines go: into the envelope's stderr with --json.
+func (o *output) diag() io.Writer {
+	if o.jsonOut {
+		return &o.capErr
+	}
+	return o.stderr
+}
+
+func (o *output) close() {
+	if o.resultFile != nil {
+		o.resultFile.Close()
+	}
+}
+
+func (o *output) emit(r report) {
+	if o.resultFile != nil {
+		line, _ := json.Marshal(report{Result: r.Result, Error: r.Error})
+		o.resultFile.Write(append(line, '\n'))
+	}
+	if o.jsonOut {
+		so, se := o.capOut.String(), o.capErr.String()
+		r.Stdout, r.Stderr = &so, &se
+		line, _ := json.Marshal(r)
+		o.stdout.Write(append(line, '\n'))
+	}
+}
+
+func (o *output) finish(facts sandbox.Facts) int {
+	o.emit(report{Result: &facts})
+	return facts.Status()
+}
+
+func (o *output) fail(code int, errCode string, err error) int {
+	fmt.Fprintf(o.diag(), "toh-exec: %v\n", err)
+	o.emit(report{Error: &reportError{Code: errCode, Message: err.Error()}, Result: o.facts})
+	return code
+}
+
+func (o *output) unavailable(err error) int {
+	var ue *sandbox.UnavailableError
+	if !errors.As(err, &ue) {
+		return o.fail(exitCannotStart, "CANNOT_START", err)
+	}
+	w := o.diag()
+	fmt.Fprintln(w, ue.Error())
+	if ue.RunnerFailure != "" {
+		fmt.Fprintln(w, sandbox.RunnerFailureNotice(ue.Mode))
+	} else if ue.Cause != nil {
+		fmt.Fprintf(w, "toh-exec: %v\n", ue.Cause)
+	}
+	o.emit(report{Error: &reportError{Code: ue.Code(), Message: ue.Error()}, Result: o.facts})
+	return exitUnavailable
+}

@@ -1,0 +1,101 @@
+// Command toh-exec runs a command confined by a kernel mechanism under toh's policy
+// file. It is CLI only: flags, exit codes and printing; every decision lives in the
+// policy and sandbox packages.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/toh-sandbox/toh/sandbox"
+)
+
+// Exit codes of toh-exec's own failures. A child's own status passes through
+// unchanged (128+N for a death by signal N); --json and --result-fd tell the two apart
+// unambiguously, since a child may exit with any code.
+const (
+	exitUsage        = 2   // bad flags, unknown mode, missing command
+	exitPolicy       = 120 // policy file malformed or invalid, unknown session
+	exitEnforcement  = 122 // --require-full and the run would be partial
+	exitUnavailable  = 123 // SANDBOX_UNAVAILABLE: no backend, or the runner failed
+	exitCannotStart  = 124 // the command could not be started (working directory, I/O)
+	exitNotFound     = 127 // the command was not found (checked before confining)
+	landlockStageArg = "__landlock-run"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == landlockStageArg {
+		os.Exit(sandbox.LandlockLauncherMain(os.Args[2:]))
+	}
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "policy":
+			return runPolicy(args[1:], stdout, stderr)
+		case "help":
+			fmt.Fprint(stdout, usageText)
+			return 0
+		}
+	}
+	return runExec(args, stdin, stdout, stderr)
+}
+
+func usageError(stderr io.Writer, format string, a ...any) int {
+	fmt.Fprintf(stderr, "toh-exec: "+format+"\n", a...)
+	fmt.Fprintln(stderr, "Run 'toh-exec --help' for usage.")
+	return exitUsage
+}
+
+const usageText = `Usage:
+  toh-exec [OPTIONS] -- COMMAND [ARGS...]
+  toh-exec [OPTIONS] -c STRING [ARG0 [ARGS...]]
+  toh-exec policy show [--policy FILE] [--session ID] [--mode MODE]
+  toh-exec policy validate FILE
+  toh-exec policy set-mode [--policy FILE] [--session ID] MODE
+  toh-exec policy new-session [--policy FILE] --session ID [--cwd DIR]
+
+Runs COMMAND confined by a kernel mechanism (bubblewrap, else Landlock, on Linux;
+sandbox-exec on macOS) under the policy file. It never runs a confined command
+unconfined: if no backend can confine, the command does not run.
+
+Modes: read-only (default), workspace-write, danger-full-access.
+
+Options:
+  --policy FILE        policy file (default: $XDG_CONFIG_HOME/toh/policy.json or
+                       ~/.config/toh/policy.json; missing means the embedded default:
+                       read-only, workspace = the working directory)
+  --session ID         resolve the policy for session ID
+  --mode MODE          replace the policy file's deployment mode for this call
+                       (a session's own mode log still wins)
+  -c STRING            run 'bash -c STRING'
+  --runner NAME        use only this backend: bwrap or landlock (Linux), seatbelt
+                       (macOS); no probe is run
+  --bwrap PATH         bwrap binary (default: first of /usr/bin/bwrap,
+                       /usr/local/bin/bwrap, /bin/bwrap; PATH is never consulted)
+  --probe-timeout DUR  bound for each runner probe (default 5s; 0 is rejected)
+  --require-full       refuse to run when enforcement would be partial
+  --json               capture the command's output and print one JSON envelope
+                       {"result", "stdout", "stderr"} (or {"error"}) on stdout
+  --result-fd N        write the result facts as one JSON line to file descriptor N
+  --verbose            print the effective confinement on stderr before running
+  -h, --help           show this help
+
+After a denied run toh-exec prints on stderr:
+  [sandbox: file access denied under <mode> mode]
+and, when a wider mode could be requested, the escalation hint.
+
+Exit status:
+  the command's own status, or 128+N when it died of signal N
+  2    usage error (bad flag, unknown mode, no command)
+  120  the policy file is malformed or invalid, or the session is unknown
+  122  --require-full and the backend would enforce only partially
+  123  SANDBOX_UNAVAILABLE: no backend can confine, or the runner itself failed;
+       the command did not run
+  124  the command could not be started (unusable working directory)
+  127  the command was not found (checked before confining)
+A child may itself exit with any of these codes; --json and --result-fd say which.
+`

@@ -1,0 +1,91 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+
+	"github.com/toh-sandbox/toh/policy"
+)
+
+// bwrapLocations are the only places bwrap is looked for unless the operator names a
+// path: PATH belongs to the caller's environment, and the environment never decides
+// which runner confines a command.
+var bwrapLocations = []string{"/usr/bin/bwrap", "/usr/local/bin/bwrap", "/bin/bwrap"}
+
+// probeEnv is the fixed environment of every probe.
+var probeEnv = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+
+type bwrapProvider struct {
+	path string // "" when no candidate location holds a file
+}
+
+func newBwrapProvider(explicit string) *bwrapProvider {
+	if explicit != "" {
+		return &bwrapProvider{path: explicit}
+	}
+	for _, p := range bwrapLocations {
+		if _, err := os.Stat(p); err == nil {
+			return &bwrapProvider{path: p}
+		}
+	}
+	// Not installed: Confine still returns an argv naming the first location, so a
+	// sole-candidate run fails at spawn time with ENOENT for exactly the runner (the
+	// fail-closed end), and a probe reports it.
+	return &bwrapProvider{path: bwrapLocations[0]}
+}
+
+func (b *bwrapProvider) Backend() Backend { return BackendBwrap }
+
+func (b *bwrapProvider) Confine(argv []string, pol policy.Execution) (Confined, error) {
+	denial, rules := BwrapDialect()
+	network := policy.NetworkAllow
+	if pol.Network == policy.NetworkDeny {
+		network = policy.NetworkDeny
+	}
+	return Confined{
+		Argv:               append([]string{b.path}, BwrapArgv(pol, argv)...),
+		Backend:            BackendBwrap,
+		Enforcement:        EnforcementFull,
+		DenialSignatures:   denial,
+		RunnerFailureRules: rules,
+		Network:            network,
+		SignalAsStatus:     true,
+	}, nil
+}
+
+func (b *bwrapProvider) Probe(ctx context.Context) error {
+	pol := policy.Execution{Mode: policy.ReadOnly, Network: policy.NetworkAllow}
+	argv := append([]string{b.path}, BwrapArgv(pol, []string{"true"})...)
+	return runProbe(ctx, argv, "bwrap: ")
+}
+
+// runProbe runs a probe argv and turns a failure into an error carrying the runner's
+// own line (or the tail of its stderr).
+func runProbe(ctx context.Context, argv []string, marker string) error {
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = probeEnv
+	cmd.Dir = "/"
+	cmd.Stderr = &stderr
+	cmd.Stdout = &stderr
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		return fmt.Errorf("probe timed out: %w", ctx.Err())
+	}
+	if err == nil {
+		return nil
+	}
+	for _, line := range strings.Split(stderr.String(), "\n") {
+		if strings.Contains(line, marker) {
+			return fmt.Errorf("%s", strings.TrimSpace(line))
+		}
+	}
+	if s := strings.TrimSpace(stderr.String()); s != "" {
+		return fmt.Errorf("%w: %s", err, s)
+	}
+	return err
+}

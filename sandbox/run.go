@@ -1,0 +1,264 @@
+package sandbox
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"os/signal"
+	"sync"
+	"syscall"
+
+	"github.com/toh-sandbox/toh/policy"
+)
+
+// TailBytes is how much of a run's stderr is retained for classification. The dialects
+// are matched only against this tail: a denial that scrolled out of it is not seen.
+const TailBytes = 64 << 10
+
+// Facts are the result facts of one run (SPEC §5). A danger-full-access run carries
+// only Mode and Denied; every confined run carries all of Enforcement, RunnerFailed,
+// Backend and exactly one of ExitCode or Signal.
+type Facts struct {
+	Mode         policy.Mode
+	Denied       bool
+	Confined     bool
+	Enforcement  Enforcement
+	RunnerFailed bool
+	Backend      Backend
+	Network      policy.Network
+	// Signaled is true when the child died of Signal; ExitCode is meaningful otherwise.
+	Signaled bool
+	Signal   int
+	ExitCode int
+	// RunnerFailure is the matching runner-failure line, when RunnerFailed.
+	RunnerFailure string
+}
+
+// Status is the exit status toh-exec passes through: the child's code, or 128+signal.
+func (f Facts) Status() int {
+	if f.Signaled {
+		return 128 + f.Signal
+	}
+	return f.ExitCode
+}
+
+// MarshalJSON emits the SPEC §5 shape: danger-full-access runs carry {mode, denied}
+// and nothing else; confined runs carry exitCode or signal, never both.
+func (f Facts) MarshalJSON() ([]byte, error) {
+	type exitCode struct {
+		ExitCode int `json:"exitCode"`
+	}
+	m := map[string]any{"mode": f.Mode, "denied": f.Denied}
+	if !f.Confined {
+		if f.Signaled {
+			m["signal"] = f.Signal
+		} else {
+			m["exitCode"] = f.ExitCode
+		}
+		return json.Marshal(m)
+	}
+	m["enforcement"] = f.Enforcement
+	m["runnerFailed"] = f.RunnerFailed
+	m["backend"] = f.Backend
+	m["network"] = f.Network
+	if f.RunnerFailed {
+		m["runnerFailure"] = f.RunnerFailure
+	}
+	if f.Signaled {
+		m["signal"] = f.Signal
+	} else {
+		m["exitCode"] = f.ExitCode
+	}
+	return json.Marshal(m)
+}
+
+// Stdio is where a run's standard streams go. Stderr is also teed into the retained
+// tail used for classification.
+type Stdio struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+}
+
+// SpawnError is a failure to start the argv for a reason that is not the runner's
+// (for example an unusable working directory). The command did not run.
+type SpawnError struct {
+	Argv0 string
+	Err   error
+}
+
+func (e *SpawnError) Error() string { return fmt.Sprintf("starting %q: %v", e.Argv0, e.Err) }
+func (e *SpawnError) Unwrap() error { return e.Err }
+
+// Run spawns c.Argv in dir with env, waits for it, and classifies the outcome. A
+// runner failure is returned as an *UnavailableError together with the facts; the
+// caller must not treat the run as the command's own result. Termination signals
+// delivered to this process are forwarded to the child while it runs.
+func Run(c Confined, pol policy.Execution, dir string, env []string, stdio Stdio) (Facts, error) {
+	facts := Facts{
+		Mode:        pol.Mode,
+		Confined:    true,
+		Enforcement: c.Enforcement,
+		Backend:     c.Backend,
+		Network:     c.Network,
+	}
+	if err := checkDir(dir); err != nil {
+		return facts, &SpawnError{Argv0: c.Argv[0], Err: err}
+	}
+	tail := &tailBuffer{max: TailBytes}
+	code, sig, err := spawn(c.Argv[0], c.Argv, dir, env, stdio, tail)
+	if err != nil {
+		if isRunnerSpawnError(err, c.Argv[0]) {
+			facts.RunnerFailed = true
+			facts.RunnerFailure = err.Error()
+			return facts, &UnavailableError{Mode: pol.Mode, RunnerFailure: facts.RunnerFailure, Cause: err}
+		}
+		return facts, &SpawnError{Argv0: c.Argv[0], Err: err}
+	}
+	exit := Exit{Code: code}
+	if c.SignalAsStatus && code > 128 && code <= 128+64 {
+		exit = Exit{Signaled: true, Signal: code - 128}
+	}
+	if sig != 0 {
+		exit = Exit{Signaled: true, Signal: sig}
+		facts.Signaled, facts.Signal = true, sig
+	} else {
+		facts.ExitCode = code
+	}
+	cl := Classify(c, exit, tail.Bytes())
+	facts.Denied = cl.Denied
+	if cl.RunnerFailed {
+		facts.RunnerFailed = true
+		facts.RunnerFailure = cl.Detail
+		return facts, &UnavailableError{Mode: pol.Mode, RunnerFailure: cl.Detail}
+	}
+	return facts, nil
+}
+
+// RunUnconfined runs argv as it is: the danger-full-access path. path is argv[0]
+// resolved by the caller. Its facts carry only the mode, denied=false and the exit
+// status.
+func RunUnconfined(mode policy.Mode, path string, argv []string, dir string, env []string, stdio Stdio) (Facts, error) {
+	facts := Facts{Mode: mode}
+	if err := checkDir(dir); err != nil {
+		return facts, &SpawnError{Argv0: argv[0], Err: err}
+	}
+	code, sig, err := spawn(path, argv, dir, env, stdio, nil)
+	if err != nil {
+		return facts, &SpawnError{Argv0: argv[0], Err: err}
+	}
+	facts.ExitCode, facts.Signal, facts.Signaled = code, sig, sig != 0
+	return facts, nil
+}
+
+// checkDir verifies independently of the spawn that dir is a usable working directory,
+// so a later ENOENT from the spawn can be attributed to the runner program alone.
+func checkDir(dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("working directory: %w", err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("working directory %q: %w", dir, syscall.ENOTDIR)
+	}
+	if err := syscall.Access(dir, 1 /* X_OK */); err != nil {
+		return fmt.Errorf("working directory %q: %w", dir, err)
+	}
+	return nil
+}
+
+// isRunnerSpawnError is SPEC §4.3's attribution rule: ENOENT or EACCES for exactly the
+// runner program.
+func isRunnerSpawnError(err error, runner string) bool {
+	var pe *fs.PathError
+	if !errors.As(err, &pe) || pe.Path != runner {
+		return false
+	}
+	return errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.EACCES)
+}
+
+var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
+
+// spawn starts the program at path (no PATH lookup happens here) with argv, forwards
+// termination signals, and waits. It returns the exit code or the signal number.
+func spawn(path string, argv []string, dir string, env []string, stdio Stdio, tail *tailBuffer) (code, sig int, err error) {
+	cmd := &exec.Cmd{Path: path, Args: argv, Dir: dir, Env: env, Stdin: stdio.Stdin, Stdout: stdio.Stdout}
+	cmd.Stderr = stdio.Stderr
+	if tail != nil {
+		cmd.Stderr = &teeWriter{tail: tail, w: stdio.Stderr}
+	}
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, forwarded...)
+	defer signal.Stop(sigs)
+	if err := cmd.Start(); err != nil {
+		return 0, 0, err
+	}
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case s := <-sigs:
+				_ = cmd.Process.Signal(s)
+			case <-done:
+				return
+			}
+		}
+	}()
+	werr := cmd.Wait()
+	close(done)
+	ps := cmd.ProcessState
+	if ps == nil {
+		return 0, 0, werr
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 0, int(ws.Signal()), nil
+	}
+	return ps.ExitCode(), 0, nil
+}
+
+// teeWriter retains everything in tail and forwards it to w; a failing w (a closed
+// terminal) must not stop the retention nor block the child.
+type teeWriter struct {
+	tail *tailBuffer
+	w    io.Writer
+}
+
+func (t *teeWriter) Write(p []byte) (int, error) {
+	t.tail.Write(p)
+	if t.w != nil {
+		_, _ = t.w.Write(p)
+	}
+	return len(p), nil
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := len(p)
+	if len(p) >= t.max {
+		t.buf = append(t.buf[:0], p[len(p)-t.max:]...)
+		return n, nil
+	}
+	if over := len(t.buf) + len(p) - t.max; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	t.buf = append(t.buf, p...)
+	return n, nil
+}
+
+func (t *tailBuffer) Bytes() []byte {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return bytes.Clone(t.buf)
+}

@@ -1,0 +1,88 @@
+// Package sandbox owns the provider contract of toh-exec: turning an argv and an
+// execution policy into an argv that enforces the policy (or refusing to), choosing a
+// backend from the runner chain, running the confined command, and classifying what
+// happened from the backend's own dialect.
+//
+// # Contract
+//
+// [Confine] returns a [Confined] whose Argv enforces the policy, or an
+// [*UnavailableError] (code SANDBOX_UNAVAILABLE). It never returns an argv that would
+// run unconfined. danger-full-access never reaches a provider: callers run the argv as
+// it is and report only {mode, denied:false}.
+//
+// # Threat model
+//
+// The confined command is hostile. It may print any text (including a backend's
+// denial or failure dialect), spawn descendants, and race the file system. What it can
+// never do is decide which runner confines it: runner selection reads no environment
+// variable, and runner programs are looked up in fixed system locations or given
+// explicitly by the operator.
+//
+// Classification of a finished run is a report, not a security boundary: stderr
+// dialects are a guess (an application can print the same words; a denial can scroll
+// out of the retained tail). The boundary is the kernel mechanism itself.
+//
+// # Platform support
+//
+// Linux: bwrap, then Landlock. macOS: Seatbelt (sandbox-exec) only. Anything else: no
+// chain; every confined call fails closed without probing.
+//
+// # Limitations
+//
+// The bwrap rung needs unprivileged user namespaces (or a setuid bwrap). Under bwrap
+// /tmp is a private tmpfs: files a confined command leaves there vanish with it.
+package sandbox
+
+import (
+	"github.com/toh-sandbox/toh/policy"
+)
+
+// Backend names a confinement mechanism.
+type Backend string
+
+const (
+	BackendBwrap    Backend = "bwrap"
+	BackendLandlock Backend = "landlock"
+	BackendSeatbelt Backend = "seatbelt"
+)
+
+// Enforcement says whether a backend governs every file effect the mode promises
+// ("full") or only a subset ("partial").
+type Enforcement string
+
+const (
+	EnforcementFull    Enforcement = "full"
+	EnforcementPartial Enforcement = "partial"
+)
+
+// Confined is a ready-to-spawn argv plus what is needed to interpret its run.
+type Confined struct {
+	Argv        []string
+	Backend     Backend
+	Enforcement Enforcement
+	// DenialSignatures are case-insensitive substrings of the retained stderr tail that
+	// mean "the backend denied a file effect" when the run exited non-zero.
+	DenialSignatures []string
+	// RunnerFailureRules say which stderr lines mean "the runner itself failed and the
+	// command never ran". Runner failure outranks denial.
+	RunnerFailureRules RunnerFailureRules
+	// Network is what the backend actually applied to the network.
+	Network policy.Network
+	// SignalAsStatus is true when the backend reports its child's death by signal N as
+	// an ordinary exit status 128+N (bwrap's PID-1 monitor does). Such statuses can
+	// then not be told apart from a signal death, so they are never classified as a
+	// denial or a runner failure: a signal death never is (SPEC §4.3).
+	SignalAsStatus bool
+}
+
+// RunnerFailureRules is the runner-failure half of a backend's dialect.
+type RunnerFailureRules struct {
+	// Marker is the case-sensitive substring a stderr line must contain.
+	Marker string
+	// ExitStatus, when non-zero, is the exit status the run must have for a marker line
+	// to count (Landlock's launcher exits 125).
+	ExitStatus int
+	// Except lists whole lines (case-insensitive) that contain Marker but are notices,
+	// not failures.
+	Except []string
+}
