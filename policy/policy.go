@@ -1,0 +1,218 @@
+// Package policy owns toh's policy file: its version-1 data model, the strict parser,
+// validation, the atomic writer, resolution of one call's execution policy, and the
+// escalation ladder.
+//
+// toh-exec and toh-mount both read the file through this package, and both confine
+// with the [Execution] value that [Resolve] returns, so the shell family and the file
+// family can never confine to different roots or modes. There is no hidden "current
+// policy": every confinement call takes an Execution argument. This package is pure
+// data plus file I/O; it imports only canon and never reads flags or the environment.
+//
+//	f, found, err := policy.Load(path) // missing file: Default(), found == false
+//	if err != nil {
+//		return err // malformed: refuse to run, never fall back
+//	}
+//	x, err := policy.Resolve(f, policy.Request{SessionID: id, Cwd: wd, TmpDir: tmp, PolicyFile: path})
+//
+// # Parsing
+//
+// [Parse] is stricter than encoding/json, on purpose. encoding/json silently lets the
+// last of two duplicate keys win, matches keys case-insensitively ("Mode" sets mode
+// even with DisallowUnknownFields), accepts null for any field, and replaces invalid
+// UTF-8 with U+FFFD. Each of those lets a file say something other than what a
+// reviewer reads, so Parse first walks the token stream and rejects duplicate keys,
+// keys not spelled exactly as in the struct tags, null anywhere, non-UTF-8 input,
+// nesting beyond 16 levels, and anything after the document. Only then does
+// encoding/json decode it, level by level (file, session, event) with
+// DisallowUnknownFields, so every error can name the field as a path in the document's
+// own notation: `policy: sessions["s-42"].events[1].mode: unknown mode "rw" (want
+// read-only, workspace-write or danger-full-access)`. Byte positions in syntax errors
+// are 0-based offsets.
+//
+// version is read first and leniently: a document whose version is an integer other
+// than 1 fails with "unsupported version N" before anything else is looked at, since a
+// newer file is expected to hold keys this parser does not know.
+//
+// Empty arrays and objects ("writableRoots": [], "sessions": {}, "events": []) parse to
+// nil: they mean the same as an absent key, and normalizing them keeps Parse and
+// [File.Marshal] inverse to each other. "protect": [] is the exception: an empty list
+// means "protect nothing", while an absent key means [DefaultProtect], so it stays a
+// non-nil pointer.
+//
+// [File.Validate] holds every non-syntax rule, so a File built in code is checked
+// exactly like a parsed one (Resolve and Update call it): version 1; modes, network
+// and approval from their closed vocabularies ("" only where the key is optional; an
+// event without a mode is an error); workspaceRoot, writableRoots and every session
+// cwd absolute and free of NUL bytes (a session cwd is required); session IDs
+// non-empty ("" means "no session" in a [Request], so such a session could never be
+// selected); protect entries non-empty, relative, clean, without "..", and not "."
+// (which would silently make whole roots read-only).
+//
+// # Writing
+//
+// [Update] is the only writer; [AddSession], [AppendEvent] and [SetMode] are built on
+// it. Sessions are append-only: an update that removes a session, changes its cwd, or
+// removes or rewrites an event already logged fails with [ErrAppendOnly]. A session's
+// approval and the deployment keys stay editable. [AddSession] stores the cwd
+// canonical, resolved once at creation: if it stored a spelling through a symlink, a
+// command allowed to retarget that symlink (say, one inside the workspace) could move
+// the root of every later call of the session. Update refuses to replace a symlink or
+// any non-regular file at path, and refuses to rewrite a malformed file (a human must
+// look at it).
+//
+// # Resolution
+//
+// [Resolve] follows SPEC §2 in order; its doc lists every default. Two decisions go
+// beyond the SPEC: ExtraRoots, like WritableRoots, is empty unless the mode is
+// workspace-write, so no backend can bind an extra root writable under read-only by
+// mistake; and an escalation that is not strictly wider than the mode the call would
+// otherwise get is refused with the NOT_WIDER text instead of silently narrowing.
+//
+// # Escalation
+//
+// [ValidateEscalation] returns an [*EscalationError] whose Error() is the exact SPEC
+// §6 text and whose Code() is for branching. A justification is empty unless it holds
+// at least one Unicode letter or number; white space, punctuation, control and
+// zero-width characters alone do not make a sentence.
+//
+// # Exact texts
+//
+// Texts that harnesses key on ([DenialMarker], [EscalationHint], [DeniedText], the
+// escalation texts) are copied byte for byte from the SPEC, and a test finds each in
+// SPEC.md. Modes and paths are interpolated verbatim between plain double quotes: a
+// path containing `"` is printed as is, not escaped.
+//
+// # Threat model
+//
+// The file is durable state that decides what agents may change. A malformed file fails
+// loud (every reader returns an error naming the field), never open. Writers replace the
+// file atomically (temp file beside it, fsync, rename, fsync of the directory) under an
+// exclusive flock(2) on the sibling lock file path+".lock", which is created 0600 and
+// never deleted (deleting it would let two writers lock two different inodes), so
+// concurrent writers never lose an event and readers, which take no lock, never see a
+// torn file. Confined commands must never be able to write the file or its directory;
+// the sandbox backends receive its path in [Execution.PolicyFile] for that reason.
+// Anyone who can write the directory can write any policy; nothing here defends
+// against that.
+//
+// # Platform support
+//
+// Everything is portable except the writer's lock: flock(2) on Linux, macOS and the
+// BSDs. Elsewhere the writers fail with [ErrLockUnsupported] rather than write without
+// mutual exclusion; reading and resolving work everywhere.
+//
+// # Limitations
+//
+//   - Resolve canonicalizes at call time: a workspaceRoot or writableRoots entry spelled
+//     through a symlink follows that symlink's current target.
+//   - A replaced file is owned by whoever wrote it; only the permission bits are kept.
+//   - Sessions cannot be deleted and logs grow forever; readers refuse files over 64 MiB
+//     (about a million events) with an error rather than run out of memory.
+//   - A lock holder that hangs blocks every writer (not reader); flock is released when
+//     the holder's process dies.
+package policy
+
+// Mode is one of the three sandbox modes. The vocabulary is closed: [ParseMode] rejects
+// anything else, including the empty string.
+type Mode string
+
+const (
+	ReadOnly         Mode = "read-only"
+	WorkspaceWrite   Mode = "workspace-write"
+	DangerFullAccess Mode = "danger-full-access"
+)
+
+// Network is the network switch of SPEC §7.
+type Network string
+
+const (
+	NetworkAllow Network = "allow"
+	NetworkDeny  Network = "deny"
+)
+
+// Approval says whether escalation requests may prompt ("ask") or are rejected
+// deterministically ("never", for delegated children).
+type Approval string
+
+const (
+	ApprovalAsk   Approval = "ask"
+	ApprovalNever Approval = "never"
+)
+
+// File is the version-1 policy document exactly as stored. Zero values of optional
+// fields mean "absent"; [Resolve] applies the defaults.
+type File struct {
+	Version       int                `json:"version"`
+	Mode          Mode               `json:"mode,omitempty"`
+	WorkspaceRoot string             `json:"workspaceRoot,omitempty"`
+	WritableRoots []string           `json:"writableRoots,omitempty"`
+	Protect       *[]string          `json:"protect,omitempty"`
+	Network       Network            `json:"network,omitempty"`
+	Approval      Approval           `json:"approval,omitempty"`
+	Sessions      map[string]Session `json:"sessions,omitempty"`
+}
+
+// Session is one agent session: an immutable working directory and a durable mode log.
+type Session struct {
+	Cwd      string   `json:"cwd"`
+	Events   []Event  `json:"events,omitempty"`
+	Approval Approval `json:"approval,omitempty"`
+}
+
+// Event is one entry of a session's mode log. The last event's mode is the session's
+// effective mode.
+type Event struct {
+	Mode   Mode   `json:"mode"`
+	Source string `json:"source,omitempty"`
+}
+
+// DefaultProtect is the protect list used when the file has no "protect" key.
+var DefaultProtect = []string{".git/hooks", ".git/config"}
+
+// Execution is the resolved policy of one call. It is the only input of every
+// confinement mechanism in toh.
+type Execution struct {
+	Mode Mode `json:"mode"`
+	// WorkspaceRoot is canonical.
+	WorkspaceRoot string `json:"workspaceRoot"`
+	// WritableRoots is canonical and deduplicated, first occurrence kept: the workspace
+	// root, each extra root, /tmp and $TMPDIR, in that order. Empty unless the mode is
+	// workspace-write.
+	WritableRoots []string `json:"writableRoots"`
+	// ExtraRoots are the canonical writableRoots entries of the file alone (the roots
+	// beyond the workspace root and the temp areas); backends that treat /tmp specially
+	// need to tell them apart.
+	ExtraRoots []string `json:"extraRoots"`
+	// TmpDir is the canonical $TMPDIR of the caller, or "" when unset or relative.
+	TmpDir string `json:"tmpDir,omitempty"`
+	// Protect lists paths relative to each writable root that stay read-only.
+	Protect  []string `json:"protect"`
+	Network  Network  `json:"network"`
+	Approval Approval `json:"approval"`
+	// SessionID is "" for calls without a session.
+	SessionID string `json:"sessionID,omitempty"`
+	// PolicyFile is the canonical path of the policy file this execution came from, or
+	// "" for the embedded default. Confined commands must never be able to write it.
+	PolicyFile string `json:"policyFile,omitempty"`
+	// Escalated is true when Mode came from an approved one-shot escalation.
+	Escalated bool `json:"escalated,omitempty"`
+}
+
+// Request carries what the caller knows about one call; the caller (cmd) gathers it
+// from flags and its own process state, never this package.
+type Request struct {
+	// SessionID selects sessions.<id>; "" means no session. An ID that the file does not
+	// hold is an error.
+	SessionID string
+	// Escalation is the approved wider mode for this one call, or "".
+	Escalation Mode
+	// DeploymentMode, when set, replaces the file's "mode" key (step 3 of resolution):
+	// the operator's --mode flag. A session's own mode log still wins over it.
+	DeploymentMode Mode
+	// Cwd is the caller's working directory (absolute).
+	Cwd string
+	// TmpDir is the caller's $TMPDIR, or "".
+	TmpDir string
+	// PolicyFile is the path the file was read from, or "" for the embedded default.
+	PolicyFile string
+}
