@@ -1,0 +1,170 @@
+package canon
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+const (
+	// maxSymlinks is the kernel's MAXSYMLINKS, applied per component of the caller's
+	// path (see the package doc for why not per lookup).
+	maxSymlinks = 40
+	// maxLookups bounds the lstat calls of one Canonical call, so a path built to be
+	// expensive (thousands of components, each a 40-link chain of long targets)
+	// costs a bounded amount; nothing real comes near it.
+	maxLookups = 1 << 16
+)
+
+// Canonical returns the canonical spelling of unsafePath: absolute, clean and free of
+// symlinks, resolved component by component the way the kernel walks a path (like
+// realpath(3), not a lexical clean first: "link/.." is the parent of link's target).
+// A relative unsafePath is made absolute against the working directory.
+//
+// If the path does not exist, the deepest existing ancestor is canonicalized and the
+// missing suffix appended; ".." inside the missing suffix cancels missing components
+// lexically and, once those are used up, continues the physical walk, so the result is
+// the same before and after the missing directories are created. A component that
+// cannot be resolved (a symlink loop, EACCES, a name too long) ends the walk: the
+// result is the canonical prefix, that component, and the rest of the path cleaned
+// with ".." unable to climb back over it.
+//
+// Canonical("") is "", and if the working directory is needed but unknown the cleaned
+// relative spelling is returned; neither is absolute, so both are contained in
+// nothing.
+func Canonical(unsafePath string) string {
+	return canonicalize(unsafePath).path
+}
+
+// resolved is what Canonical learned about a path; Within needs more than the string.
+type resolved struct {
+	path string
+	// existing is the deepest existing, canonical ancestor of path (path itself if
+	// it exists); "" when path is not absolute.
+	existing string
+	// throughNonDir is set when a component followed an existing non-directory
+	// ("file/x", "file/.."): such a path names nothing the kernel can reach.
+	throughNonDir bool
+}
+
+func canonicalize(unsafePath string) resolved {
+	if unsafePath == "" {
+		return resolved{}
+	}
+	p := unsafePath
+	if !filepath.IsAbs(p) {
+		wd, err := os.Getwd()
+		if err != nil {
+			return resolved{path: filepath.Clean(p)}
+		}
+		p = wd + "/" + p
+	}
+	w := walker{resolved: "/", isDir: true}
+	comps := strings.Split(p, "/")
+	for i, c := range comps {
+		// A failure needs an lstat, which only happens with no missing suffix and a
+		// directory in hand, so before is exactly where the failing component starts.
+		before := w.resolved
+		w.links = 0
+		if err := w.step(c); err != nil {
+			rest := filepath.Clean("/" + strings.Join(comps[i+1:], "/"))
+			return resolved{path: filepath.Join(before, c, rest), existing: before}
+		}
+	}
+	out := w.resolved
+	if len(w.missing) > 0 {
+		out = filepath.Join(out, strings.Join(w.missing, "/"))
+	}
+	return resolved{path: out, existing: w.resolved, throughNonDir: w.dead}
+}
+
+// walker is the state of one resolution. resolved is always canonical and exists (as
+// of its lstat); missing holds plain names below it that did not exist.
+type walker struct {
+	resolved string
+	isDir    bool
+	missing  []string
+	dead     bool // resolved is a non-directory and something followed it
+	links    int  // symlinks expanded for the current component of the caller's path
+	lookups  int
+}
+
+func (w *walker) step(comp string) error {
+	switch {
+	case comp == "" || comp == ".":
+		return nil
+	case w.dead:
+		// Past a non-directory nothing exists or ever will; keep the rest lexically
+		// without letting ".." climb back over the non-directory.
+		if comp != ".." {
+			w.missing = append(w.missing, comp)
+		} else if len(w.missing) > 0 {
+			w.missing = w.missing[:len(w.missing)-1]
+		}
+		return nil
+	case comp == "..":
+		switch {
+		case len(w.missing) > 0:
+			w.missing = w.missing[:len(w.missing)-1]
+		case !w.isDir:
+			w.dead = true
+		default:
+			// resolved is canonical, so its lexical parent is its physical one.
+			w.resolved = filepath.Dir(w.resolved)
+		}
+		return nil
+	case len(w.missing) > 0:
+		w.missing = append(w.missing, comp)
+		return nil
+	case !w.isDir:
+		w.dead = true
+		w.missing = append(w.missing, comp)
+		return nil
+	}
+
+	w.lookups++
+	if w.lookups > maxLookups {
+		return unix.ELOOP
+	}
+	next := filepath.Join(w.resolved, comp)
+	fi, err := os.Lstat(next)
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		w.missing = append(w.missing, comp)
+		return nil
+	case errors.Is(err, unix.ENOTDIR): // resolved was replaced since its lstat
+		w.dead = true
+		w.missing = append(w.missing, comp)
+		return nil
+	case err != nil:
+		return err
+	case fi.Mode()&fs.ModeSymlink == 0:
+		w.resolved, w.isDir = next, fi.IsDir()
+		return nil
+	}
+
+	w.links++
+	if w.links > maxSymlinks {
+		return unix.ELOOP
+	}
+	target, err := os.Readlink(next)
+	if err != nil {
+		return err
+	}
+	if target == "" {
+		return unix.ENOENT // what the kernel says when following one
+	}
+	if target[0] == '/' {
+		w.resolved, w.isDir = "/", true
+	}
+	for _, c := range strings.Split(target, "/") {
+		if err := w.step(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
