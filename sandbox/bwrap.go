@@ -20,25 +20,29 @@ var bwrapLocations = []string{"/usr/bin/bwrap", "/usr/local/bin/bwrap", "/bin/bw
 var probeEnv = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 
 type bwrapProvider struct {
-	path string // "" when no candidate location holds a file
+	path string
+	// guarded are files kept read-only like the policy file (the probe cache).
+	guarded []string
 }
 
-func newBwrapProvider(explicit string) *bwrapProvider {
+func newBwrapProvider(explicit string, guarded []string) *bwrapProvider {
 	if explicit != "" {
-		return &bwrapProvider{path: explicit}
+		return &bwrapProvider{path: explicit, guarded: guarded}
 	}
 	for _, p := range bwrapLocations {
 		if _, err := os.Stat(p); err == nil {
-			return &bwrapProvider{path: p}
+			return &bwrapProvider{path: p, guarded: guarded}
 		}
 	}
 	// Not installed: Confine still returns an argv naming the first location, so a
 	// sole-candidate run fails at spawn time with ENOENT for exactly the runner (the
 	// fail-closed end), and a probe reports it.
-	return &bwrapProvider{path: bwrapLocations[0]}
+	return &bwrapProvider{path: bwrapLocations[0], guarded: guarded}
 }
 
 func (b *bwrapProvider) Backend() Backend { return BackendBwrap }
+
+func (b *bwrapProvider) binary() string { return b.path }
 
 func (b *bwrapProvider) Confine(argv []string, pol policy.Execution) (Confined, error) {
 	denial, rules := BwrapDialect()
@@ -47,7 +51,7 @@ func (b *bwrapProvider) Confine(argv []string, pol policy.Execution) (Confined, 
 		network = policy.NetworkDeny
 	}
 	return Confined{
-		Argv:               append([]string{b.path}, BwrapArgv(pol, argv)...),
+		Argv:               append([]string{b.path}, bwrapArgv(pol, argv, b.guarded)...),
 		Backend:            BackendBwrap,
 		Enforcement:        EnforcementFull,
 		DenialSignatures:   denial,

@@ -3,8 +3,10 @@ package sandbox
 import (
 	"os"
 	"path"
+	"sort"
 	"strings"
 
+	"github.com/toh-sandbox/toh/canon"
 	"github.com/toh-sandbox/toh/policy"
 )
 
@@ -51,6 +53,12 @@ import (
 // pol.Protect is not applied here (SPEC §8 asks for read-only rebinds, including for
 // paths that do not exist yet, which needs more than this translation).
 func BwrapArgv(pol policy.Execution, argv []string) []string {
+	return bwrapArgv(pol, argv, nil)
+}
+
+// bwrapArgv is BwrapArgv with more files to keep read-only the same way as the policy
+// file (the probe cache).
+func bwrapArgv(pol policy.Execution, argv []string, guarded []string) []string {
 	out := []string{"--ro-bind", "/", "/", "--dev", "/dev", "--unshare-pid"}
 	if pol.Network == policy.NetworkDeny {
 		out = append(out, "--unshare-net")
@@ -67,42 +75,57 @@ func BwrapArgv(pol policy.Execution, argv []string) []string {
 			bound = append(bound, r)
 			out = append(out, "--bind", r, r)
 		}
-		out = append(out, bwrapProtectPolicyFile(pol.PolicyFile, bound)...)
+		var files []string
+		if pol.PolicyFile != "" {
+			files = append(files, pol.PolicyFile, pol.PolicyFile+".lock")
+		}
+		out = append(out, bwrapGuardFiles(append(files, guarded...), bound)...)
 	}
 
 	out = append(out, "--")
 	return append(out, argv...)
 }
 
-// bwrapProtectPolicyFile returns the options that keep the policy file f and its lock
-// file from being changed or replaced through the bound roots (see [BwrapArgv]).
-func bwrapProtectPolicyFile(f string, bound []string) []string {
-	if f == "" || !withinAny(f, bound) {
-		return nil
-	}
-	var files []string
-	for _, p := range []string{f, f + ".lock"} {
-		if _, err := os.Stat(p); err == nil {
-			files = append(files, p)
+// bwrapGuardFiles returns the options that keep each existing file of files (the
+// policy file, its lock file, the probe cache) from being changed or replaced through
+// the bound roots (see [BwrapArgv]).
+func bwrapGuardFiles(files []string, bound []string) []string {
+	var present []string
+	pinSet := map[string]bool{}
+	for _, f := range files {
+		if f == "" || !withinAny(f, bound) {
+			continue
+		}
+		if _, err := os.Stat(f); err != nil {
+			continue
+		}
+		present = append(present, f)
+		for d := path.Dir(f); d != "/" && d != "."; d = path.Dir(d) {
+			if strictlyWithinAny(d, bound) {
+				pinSet[d] = true
+			}
 		}
 	}
-	if len(files) == 0 {
+	if len(present) == 0 {
 		return nil
 	}
-
-	// Both files share their parent, so one chain of pins serves both. Outermost first:
-	// an inner bind made before an outer one would be hidden by it.
-	var pins []string
-	for d := path.Dir(f); d != "/" && d != "."; d = path.Dir(d) {
-		if strictlyWithinAny(d, bound) {
-			pins = append(pins, d)
-		}
+	// Outermost first: an inner bind made before an outer one would be hidden by it.
+	pins := make([]string, 0, len(pinSet))
+	for d := range pinSet {
+		pins = append(pins, d)
 	}
+	sort.Slice(pins, func(i, j int) bool {
+		di, dj := strings.Count(pins[i], "/"), strings.Count(pins[j], "/")
+		if di != dj {
+			return di < dj
+		}
+		return pins[i] < pins[j]
+	})
 	var out []string
-	for i := len(pins) - 1; i >= 0; i-- {
-		out = append(out, "--bind", pins[i], pins[i])
+	for _, d := range pins {
+		out = append(out, "--bind", d, d)
 	}
-	for _, p := range files {
+	for _, p := range present {
 		out = append(out, "--ro-bind", p, p)
 	}
 	return out
@@ -111,7 +134,7 @@ func bwrapProtectPolicyFile(f string, bound []string) []string {
 // withinAny reports whether path lies lexically within any of roots.
 func withinAny(path string, roots []string) bool {
 	for _, r := range roots {
-		if lexicallyWithin(path, r) {
+		if canon.LexicallyWithin(path, r) {
 			return true
 		}
 	}
@@ -121,18 +144,9 @@ func withinAny(path string, roots []string) bool {
 // strictlyWithinAny reports whether path lies lexically within, and is not, one of roots.
 func strictlyWithinAny(path string, roots []string) bool {
 	for _, r := range roots {
-		if path != r && lexicallyWithin(path, r) {
+		if path != r && canon.LexicallyWithin(path, r) {
 			return true
 		}
 	}
 	return false
-}
-
-// lexicallyWithin is SPEC §3's lexical fast path of within(path, root), without the
-// identity fallback. Both arguments must already be canonical (policy.Execution's
-// paths are). For canonical spellings it differs from the resolving check only on
-// aliases that are not symlinks (a host bind mount of a root), which the translation
-// accepts to stay a plain function of its input.
-func lexicallyWithin(path, root string) bool {
-	return path == root || root == "/" || strings.HasPrefix(path, root+"/")
 }

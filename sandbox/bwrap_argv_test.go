@@ -224,27 +224,6 @@ func TestBwrapArgvPassesCommandThrough(t *testing.T) {
 	}
 }
 
-func TestBwrapLexicallyWithin(t *testing.T) {
-	tests := []struct {
-		path, root string
-		want       bool
-	}{
-		{"/w", "/w", true},
-		{"/w/a", "/w", true},
-		{"/w/a/b", "/w", true},
-		{"/wx", "/w", false},
-		{"/", "/w", false},
-		{"/anything", "/", true},
-		{"/", "/", true},
-		{"/tmp/x/toh.json", "/tmp", true},
-	}
-	for _, tt := range tests {
-		if got := lexicallyWithin(tt.path, tt.root); got != tt.want {
-			t.Errorf("lexicallyWithin(%q, %q) = %v, want %v", tt.path, tt.root, got, tt.want)
-		}
-	}
-}
-
 // Against real bwrap: the policy file and its lock stay unchanged, and cannot be
 // replaced by renaming a directory above them away and planting a new file, while the
 // rest of the workspace, the policy file's own directory included, stays writable.

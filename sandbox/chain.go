@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/toh-sandbox/toh/canon"
 	"github.com/toh-sandbox/toh/policy"
 )
 
@@ -33,12 +34,25 @@ type Options struct {
 	Self string
 	// ProbeTimeout bounds each probe; 0 is rejected (it would mean "no timeout").
 	ProbeTimeout time.Duration
+	// Cache, when set, keeps the chain's verdict across invocations.
+	Cache *ProbeCache
+	// RefreshProbe ignores a cached verdict, probes again and stores the new one.
+	RefreshProbe bool
 }
 
 // Chain is the ordered list of candidate providers for this platform.
 type Chain struct {
 	Candidates   []Provider
 	ProbeTimeout time.Duration
+	cache        *ProbeCache
+	refresh      bool
+	// keyFiles are the binaries whose identity the cached verdict depends on.
+	keyFiles []string
+}
+
+// binaryProvider is implemented by providers that run a program of their own.
+type binaryProvider interface {
+	binary() string
 }
 
 // NewChain builds the platform's chain (SPEC §4.1), or the sole candidate that
@@ -48,7 +62,12 @@ func NewChain(opts Options) (*Chain, error) {
 		return nil, fmt.Errorf("probe timeout must be positive, got %v", opts.ProbeTimeout)
 	}
 	all := platformProviders(opts)
-	c := &Chain{ProbeTimeout: opts.ProbeTimeout}
+	c := &Chain{ProbeTimeout: opts.ProbeTimeout, cache: opts.Cache, refresh: opts.RefreshProbe}
+	for _, p := range all {
+		if bp, ok := p.(binaryProvider); ok {
+			c.keyFiles = append(c.keyFiles, bp.binary())
+		}
+	}
 	if opts.Runner == "" {
 		c.Candidates = all
 		return c, nil
@@ -69,12 +88,72 @@ type ProbeResult struct {
 }
 
 // Select returns the provider that confines on this host: the sole candidate without
-// a probe, else the first candidate whose probe passes. With no usable candidate it
-// returns nil and the probe results, in chain order.
-func (c *Chain) Select(ctx context.Context) (Provider, []ProbeResult) {
+// a probe, else the cached verdict, else the first candidate whose probe passes (and
+// the verdict is cached). With no usable candidate it returns nil and the probe
+// results, in chain order. useCache=false neither reads nor writes the cache.
+func (c *Chain) Select(ctx context.Context, useCache bool) (Provider, []ProbeResult) {
 	if len(c.Candidates) == 1 {
 		return c.Candidates[0], nil
 	}
+	if !useCache || c.cache == nil {
+		return c.probe(ctx)
+	}
+	key := cacheKey(c.keyFiles)
+	if !c.refresh {
+		if f, ok := c.cache.load(key); ok {
+			var results []ProbeResult
+			for _, p := range f.Probes {
+				var err error
+				if p.Error != "" {
+					err = fmt.Errorf("%s (cached verdict; --refresh-probe probes again)", p.Error)
+				}
+				results = append(results, ProbeResult{Backend: p.Backend, Err: err})
+			}
+			for _, p := range c.Candidates {
+				if f.Backend != "" && p.Backend() == f.Backend {
+					return p, results
+				}
+			}
+			if f.Backend == "" {
+				return nil, results
+			}
+			// A verdict naming a backend this chain lacks is damage: probe.
+		}
+	}
+	p, results := c.probe(ctx)
+	f := cacheFile{Version: 1, Key: key}
+	if p != nil {
+		f.Backend = p.Backend()
+	}
+	for _, r := range results {
+		cp := cacheProbe{Backend: r.Backend}
+		if r.Err != nil {
+			cp.Error = r.Err.Error()
+		}
+		f.Probes = append(f.Probes, cp)
+	}
+	if !timedOut(results) {
+		_ = c.cache.store(f)
+	}
+	return p, results
+}
+
+// timedOut reports whether a probe hit its timeout: a slow moment is no verdict
+// worth keeping.
+func timedOut(results []ProbeResult) bool {
+	for _, r := range results {
+		if r.Err != nil && errors.Is(r.Err, context.DeadlineExceeded) {
+			return true
+		}
+	}
+	return false
+}
+
+// DropCache forgets the cached verdict; toh-exec calls it after a runner failure so
+// the next invocation probes again.
+func (c *Chain) DropCache() { c.cache.Drop() }
+
+func (c *Chain) probe(ctx context.Context) (Provider, []ProbeResult) {
 	var results []ProbeResult
 	for _, p := range c.Candidates {
 		pctx, cancel := context.WithTimeout(ctx, c.ProbeTimeout)
@@ -97,7 +176,7 @@ func (c *Chain) Confine(ctx context.Context, argv []string, pol policy.Execution
 	if _, err := policy.ParseMode(string(pol.Mode)); err != nil {
 		return Confined{}, err
 	}
-	p, results := c.Select(ctx)
+	p, results := c.Select(ctx, c.cacheOutside(pol))
 	if p == nil {
 		return Confined{}, &UnavailableError{Mode: pol.Mode, Cause: probeErrors(results)}
 	}
@@ -106,6 +185,20 @@ func (c *Chain) Confine(ctx context.Context, argv []string, pol policy.Execution
 		return Confined{}, &UnavailableError{Mode: pol.Mode, Cause: err}
 	}
 	return conf, nil
+}
+
+// cacheOutside reports whether the cache lies outside every writable root of pol: a
+// cache the confined command could write is neither trusted nor refreshed by its run.
+func (c *Chain) cacheOutside(pol policy.Execution) bool {
+	if c.cache == nil || c.cache.Path == "" {
+		return false
+	}
+	for _, r := range pol.WritableRoots {
+		if canon.Within(c.cache.Path, r) {
+			return false
+		}
+	}
+	return true
 }
 
 func probeErrors(results []ProbeResult) error {

@@ -2,5 +2,9 @@ package sandbox
 
 // platformProviders is SPEC §4.1's Linux chain: bwrap, then Landlock.
 func platformProviders(opts Options) []Provider {
-	return []Provider{newBwrapProvider(opts.BwrapPath), newLandlockProvider(opts.Self)}
+	var guarded []string
+	if opts.Cache != nil && opts.Cache.Path != "" {
+		guarded = append(guarded, opts.Cache.Path)
+	}
+	return []Provider{newBwrapProvider(opts.BwrapPath, guarded), newLandlockProvider(opts.Self)}
 }

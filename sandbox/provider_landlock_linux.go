@@ -17,6 +17,8 @@ func newLandlockProvider(self string) *landlockProvider { return &landlockProvid
 
 func (l *landlockProvider) Backend() Backend { return BackendLandlock }
 
+func (l *landlockProvider) binary() string { return l.self }
+
 func (l *landlockProvider) Confine(argv []string, pol policy.Execution) (Confined, error) {
 	if l.self == "" {
 		return Confined{}, errors.New("landlock: the launcher binary is unknown")

@@ -39,7 +39,7 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-type run struct {
+type runResult struct {
 	stdout, stderr string
 	code           int
 }
@@ -68,7 +68,7 @@ type envelope struct {
 
 // toh runs the binary in dir with a policy path that does not exist (the embedded
 // default) unless args name another.
-func toh(t *testing.T, dir string, env []string, args ...string) run {
+func toh(t *testing.T, dir string, env []string, args ...string) runResult {
 	t.Helper()
 	cmd := exec.Command(tohExec, args...)
 	cmd.Dir = dir
@@ -83,10 +83,10 @@ func toh(t *testing.T, dir string, env []string, args ...string) run {
 	} else if err != nil {
 		t.Fatalf("running toh-exec %q: %v", args, err)
 	}
-	return run{stdout: so.String(), stderr: se.String(), code: code}
+	return runResult{stdout: so.String(), stderr: se.String(), code: code}
 }
 
-func tohJSON(t *testing.T, dir string, env []string, args ...string) (envelope, run) {
+func tohJSON(t *testing.T, dir string, env []string, args ...string) (envelope, runResult) {
 	t.Helper()
 	r := toh(t, dir, env, append([]string{"--json"}, args...)...)
 	var e envelope
@@ -274,7 +274,7 @@ func TestBashEnvIsEvaluatedOnlyInside(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("run: %d %q", r.code, r.stderr)
 	}
-	absent(t, outside)         // negative: BASH_ENV's write outside was confined
+	absent(t, outside)          // negative: BASH_ENV's write outside was confined
 	present(t, inside, "ran\n") // positive: BASH_ENV was evaluated, inside the sandbox
 }
 

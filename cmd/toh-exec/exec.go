@@ -27,6 +27,8 @@ type execFlags struct {
 	bwrapPath    string
 	probeTimeout durationFlag
 	requireFull  bool
+	refreshProbe bool
+	probeCache   string
 	jsonOut      bool
 	resultFD     int
 	verbose      bool
@@ -37,13 +39,21 @@ func newExecFlagSet(f *execFlags) *flag.FlagSet {
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&f.policyFile, "policy", "", "")
 	fs.StringVar(&f.session, "session", "", "")
-	fs.StringVar(&f.mode, "mode", "", "")
+	fs.Func("mode", "", func(s string) error {
+		if _, err := policy.ParseMode(s); err != nil {
+			return err
+		}
+		f.mode = s
+		return nil
+	})
 	fs.Func("c", "", func(s string) error { f.command, f.commandSet = s, true; return nil })
 	fs.StringVar(&f.runner, "runner", "", "")
 	fs.StringVar(&f.bwrapPath, "bwrap", "", "")
 	f.probeTimeout = durationFlag(sandbox.DefaultProbeTimeout)
 	fs.Var(&f.probeTimeout, "probe-timeout", "")
 	fs.BoolVar(&f.requireFull, "require-full", false, "")
+	fs.BoolVar(&f.refreshProbe, "refresh-probe", false, "")
+	fs.StringVar(&f.probeCache, "probe-cache", "", "")
 	fs.BoolVar(&f.jsonOut, "json", false, "")
 	fs.IntVar(&f.resultFD, "result-fd", -1, "")
 	fs.BoolVar(&f.verbose, "verbose", false, "")
@@ -127,11 +137,19 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return out.fail(exitCannotStart, "CANNOT_START", fmt.Errorf("locating the toh-exec binary: %w", err))
 	}
+	cachePath := f.probeCache
+	if cachePath == "" {
+		cachePath = probeCachePath()
+	} else if !filepath.IsAbs(cachePath) {
+		return out.fail(exitUsage, "USAGE", fmt.Errorf("--probe-cache: %q is not an absolute path", cachePath))
+	}
 	chain, err := sandbox.NewChain(sandbox.Options{
 		Runner:       sandbox.Backend(f.runner),
 		BwrapPath:    f.bwrapPath,
 		Self:         self,
 		ProbeTimeout: f.probeTimeout.Duration(),
+		Cache:        &sandbox.ProbeCache{Path: cachePath},
+		RefreshProbe: f.refreshProbe,
 	})
 	if err != nil {
 		return out.unavailable(&sandbox.UnavailableError{Mode: pol.Mode, Cause: err})
@@ -152,6 +170,9 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		var spawnErr *sandbox.SpawnError
 		if errors.As(err, &spawnErr) {
 			return out.fail(exitCannotStart, "CANNOT_START", err)
+		}
+		if facts.RunnerFailed {
+			chain.DropCache()
 		}
 		out.facts = &facts
 		return out.unavailable(err)

@@ -77,6 +77,11 @@ Options:
   --bwrap PATH         bwrap binary (default: first of /usr/bin/bwrap,
                        /usr/local/bin/bwrap, /bin/bwrap; PATH is never consulted)
   --probe-timeout DUR  bound for each runner probe (default 5s; 0 is rejected)
+  --refresh-probe      probe the runner chain again instead of trusting the cached
+                       verdict (kept in /var/cache/toh for root, /run/user/UID/toh
+                       or ~/.cache/toh otherwise; invalidated when the kernel, a
+                       runner binary or toh-exec changes)
+  --probe-cache FILE   keep the probe verdict in FILE instead
   --require-full       refuse to run when enforcement would be partial
   --json               capture the command's output and print one JSON envelope
                        {"result", "stdout", "stderr"} (or {"error"}) on stdout
