@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/toh-sandbox/toh/internal/approval"
 	"github.com/toh-sandbox/toh/policy"
 	"github.com/toh-sandbox/toh/sandbox"
 )
@@ -29,6 +30,11 @@ type execFlags struct {
 	requireFull  bool
 	refreshProbe bool
 	probeCache   string
+	escalateTo   string
+	escalateSet  bool
+	justif       string
+	justifSet    bool
+	approvalCmd  string
 	jsonOut      bool
 	resultFD     int
 	verbose      bool
@@ -54,6 +60,9 @@ func newExecFlagSet(f *execFlags) *flag.FlagSet {
 	fs.BoolVar(&f.requireFull, "require-full", false, "")
 	fs.BoolVar(&f.refreshProbe, "refresh-probe", false, "")
 	fs.StringVar(&f.probeCache, "probe-cache", "", "")
+	fs.Func("sandbox-permissions", "", func(s string) error { f.escalateTo, f.escalateSet = s, true; return nil })
+	fs.Func("justification", "", func(s string) error { f.justif, f.justifSet = s, true; return nil })
+	fs.StringVar(&f.approvalCmd, "approval-command", "", "")
 	fs.BoolVar(&f.jsonOut, "json", false, "")
 	fs.IntVar(&f.resultFD, "result-fd", -1, "")
 	fs.BoolVar(&f.verbose, "verbose", false, "")
@@ -120,6 +129,46 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	cwd, _ := os.Getwd()
 	env := os.Environ()
+	if f.escalateSet || f.justifSet {
+		// A flag given as "" still counts as given: validation must name it, never
+		// mistake it for an absent one.
+		var requested policy.Mode
+		if f.escalateSet {
+			requested = policy.Mode(f.escalateTo)
+			if requested == "" {
+				requested = " "
+			}
+		}
+		var justification string
+		if f.justifSet {
+			justification = f.justif
+			if justification == "" {
+				justification = " "
+			}
+		}
+		if err := policy.ValidateEscalation(requested, justification, pol.Mode); err != nil {
+			return out.fail(exitEscalation, escalationCode(err), err)
+		}
+		req := approval.Request{Subject: "command", Argv: argv, Cwd: cwd, SessionID: pol.SessionID,
+			WorkspaceRoot: pol.WorkspaceRoot, CurrentMode: pol.Mode, RequestedMode: requested, Justification: f.justif}
+		outcome, aerr := approval.Choose(pol.Approval, f.approvalCmd).Ask(context.Background(), req)
+		if aerr != nil {
+			fmt.Fprintf(out.diag(), "toh-exec: %v\n", aerr)
+		}
+		switch outcome {
+		case approval.AllowedOnce:
+			pol, code, err = resolvePolicy(f.policyFile, f.session, deployment, requested)
+			if err != nil {
+				return out.fail(code, "POLICY_INVALID", err)
+			}
+		case approval.Rejected:
+			return out.fail(exitEscalation, "ESCALATION_REJECTED", errors.New(policy.RejectedText("command", requested)))
+		case approval.Unavailable:
+			return out.fail(exitEscalation, "ESCALATION_UNAVAILABLE", errors.New(policy.UnavailableApprovalText(requested)))
+		default:
+			return out.fail(exitEscalation, "ESCALATION_CANCELLED", errors.New(policy.CancelledText(requested)))
+		}
+	}
 	path, err := lookCommand(argv[0], env, cwd)
 	if err != nil {
 		return out.fail(exitNotFound, "COMMAND_NOT_FOUND", fmt.Errorf("%s: command not found", argv[0]))
@@ -184,6 +233,14 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 	}
 	return out.finish(facts)
+}
+
+func escalationCode(err error) string {
+	var ee *policy.EscalationError
+	if errors.As(err, &ee) {
+		return ee.Code()
+	}
+	return "INVALID_ESCALATION"
 }
 
 // describe prints the effective confinement in the spirit of go-landlock's

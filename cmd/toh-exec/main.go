@@ -17,6 +17,7 @@ import (
 const (
 	exitUsage        = 2   // bad flags, unknown mode, missing command
 	exitPolicy       = 120 // policy file malformed or invalid, unknown session
+	exitEscalation   = 121 // escalation invalid, rejected, cancelled or unavailable
 	exitEnforcement  = 122 // --require-full and the run would be partial
 	exitUnavailable  = 123 // SANDBOX_UNAVAILABLE: no backend, or the runner failed
 	exitCannotStart  = 124 // the command could not be started (working directory, I/O)
@@ -83,6 +84,16 @@ Options:
                        runner binary or toh-exec changes)
   --probe-cache FILE   keep the probe verdict in FILE instead
   --require-full       refuse to run when enforcement would be partial
+  --sandbox-permissions MODE
+                       ask to run this one call under the wider MODE; needs
+                       --justification; the approver decides (policy approval
+                       "never" rejects without asking); a grant is never persisted
+  --justification TEXT why the wider mode is needed (shown to the approver)
+  --approval-command PATH
+                       ask PATH instead of the terminal: it gets the request as one
+                       JSON object on stdin and prints allowed-once, rejected or
+                       cancelled; without it and without a terminal the request is
+                       unavailable
   --json               capture the command's output and print one JSON envelope
                        {"result", "stdout", "stderr"} (or {"error"}) on stdout
   --result-fd N        write the result facts as one JSON line to file descriptor N
@@ -97,6 +108,7 @@ Exit status:
   the command's own status, or 128+N when it died of signal N
   2    usage error (bad flag, unknown mode, no command)
   120  the policy file is malformed or invalid, or the session is unknown
+  121  escalation invalid, not wider, rejected, cancelled or unavailable; nothing ran
   122  --require-full and the backend would enforce only partially
   123  SANDBOX_UNAVAILABLE: no backend can confine, or the runner itself failed;
        the command did not run

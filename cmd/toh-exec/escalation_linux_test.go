@@ -1,0 +1,110 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/toh-sandbox/toh/internal/testutil"
+)
+
+// TestTerminalApprover answers the prompt on a real pseudo-terminal that is the
+// controlling terminal of toh-exec.
+func TestTerminalApprover(t *testing.T) {
+	testutil.RequireBwrap(t)
+	s := newScratch(t)
+	for _, tc := range []struct {
+		answer string
+		code   int
+		landed bool
+	}{{"y\n", 0, true}, {"n\n", exitEscalation, false}, {"\x04", exitEscalation, false}} {
+		target := filepath.Join(s.ws, "tty-out")
+		os.Remove(target)
+		master, slave := openPTY(t)
+		cmd := exec.Command(tohExec, "--policy", s.noPolicy, "--runner", "bwrap", "--sandbox-permissions", "workspace-write",
+			"--justification", "Write \x1b[2Jtty-out.", "-c", "echo ok > tty-out")
+		cmd.Dir = s.ws
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		slave.Close()
+		screen := readUntil(t, master, "[y/N] ")
+		if strings.Contains(screen, "\x1b[2J") || !strings.Contains(screen, `\x1b[2Jtty-out.`) {
+			t.Fatalf("the justification reached the terminal unescaped: %q", screen)
+		}
+		master.Write([]byte(tc.answer))
+		go func() {
+			buf := make([]byte, 4096)
+			for {
+				if _, err := master.Read(buf); err != nil {
+					return
+				}
+			}
+		}()
+		cmd.Wait()
+		master.Close()
+		if got := cmd.ProcessState.ExitCode(); got != tc.code {
+			t.Fatalf("answer %q: exit %d, want %d", tc.answer, got, tc.code)
+		}
+		if tc.landed {
+			present(t, target, "ok\n")
+		} else {
+			absent(t, target)
+		}
+	}
+}
+
+func openPTY(t *testing.T) (master, slave *os.File) {
+	t.Helper()
+	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminals: %v", err)
+	}
+	var unlock int32
+	if _, _, errno := unix.Syscall(unix.SYS_IOCTL, m.Fd(), unix.TIOCSPTLCK, uintptr(unsafe.Pointer(&unlock))); errno != 0 {
+		t.Fatal(errno)
+	}
+	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sl, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, sl
+}
+
+func readUntil(t *testing.T, f *os.File, want string) string {
+	t.Helper()
+	var got []byte
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 1024)
+		for !bytes.Contains(got, []byte(want)) {
+			n, err := f.Read(buf)
+			got = append(got, buf[:n]...)
+			if err != nil {
+				return
+			}
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no prompt on the terminal; got %q", got)
+	}
+	return string(got)
+}

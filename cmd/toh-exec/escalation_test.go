@@ -1,0 +1,140 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/toh-sandbox/toh/internal/testutil"
+)
+
+// approver writes an approval command that logs the request it got and answers.
+func approver(t *testing.T, dir, answer string) (path, log string) {
+	t.Helper()
+	path, log = filepath.Join(dir, "approve-"+strings.ReplaceAll(answer, " ", "_")), filepath.Join(dir, "approvals.log")
+	script := fmt.Sprintf("#!/bin/sh\ncat >> %s\nprintf '%%s\\n' '%s'\n", log, answer)
+	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path, log
+}
+
+func TestEscalationValidationNeverAsks(t *testing.T) {
+	s := newScratch(t)
+	ask, log := approver(t, s.beside, "allowed-once")
+	ran := filepath.Join(s.beside, "ran")
+	for _, tc := range []struct {
+		args []string
+		text string
+	}{
+		{[]string{"--sandbox-permissions", "workspace-write"}, "invalid escalation: sandbox_permissions requires a justification"},
+		{[]string{"--justification", "I need to write the build output"}, "invalid escalation: justification is only valid together with sandbox_permissions"},
+		{[]string{"--sandbox-permissions", "workspace-write", "--justification", "  \t "}, "invalid justification: expected a non-empty sentence"},
+		{[]string{"--sandbox-permissions", "read-only", "--justification", "Reading is enough."}, `sandbox escalation to "read-only" is not strictly wider than this call's current "read-only" mode`},
+		{[]string{"--mode", "workspace-write", "--sandbox-permissions", "workspace-write", "--justification", "Same mode."}, `sandbox escalation to "workspace-write" is not strictly wider than this call's current "workspace-write" mode`},
+	} {
+		args := append([]string{"--policy", s.noPolicy, "--approval-command", ask}, tc.args...)
+		e, r := tohJSON(t, s.ws, nil, append(args, "--", "touch", ran)...)
+		if r.code != exitEscalation || e.Error == nil || e.Error.Message != tc.text || !strings.Contains(*e.Stderr, tc.text) {
+			t.Fatalf("%q: code %d envelope %+v", tc.args, r.code, e.Error)
+		}
+		absent(t, ran)
+		absent(t, log)
+	}
+}
+
+func TestApprovedEscalationLandsExactlyTheDeniedWrite(t *testing.T) {
+	testutil.RequireBwrap(t)
+	s := newScratch(t)
+	pf := filepath.Join(s.beside, "policy.json")
+	os.WriteFile(pf, []byte(`{"version": 1, "mode": "read-only"}`), 0o644)
+	before, _ := os.ReadFile(pf)
+	target := filepath.Join(s.ws, "out.txt")
+	base := []string{"--policy", pf, "--runner", "bwrap", "-c", "printf built > out.txt"}
+
+	e, _ := tohJSON(t, s.ws, nil, base...)
+	if !e.Result.Denied {
+		t.Fatalf("standing mode did not deny: %+v", e.Result)
+	}
+	absent(t, target)
+
+	ask, log := approver(t, s.beside, "allowed-once")
+	e, r := tohJSON(t, s.ws, nil, append([]string{"--approval-command", ask, "--sandbox-permissions", "workspace-write",
+		"--justification", "The build writes out.txt."}, base...)...)
+	if r.code != 0 || e.Result == nil || e.Result.Mode != "workspace-write" || e.Result.Denied {
+		t.Fatalf("approved retry: %d %+v %+v", r.code, e.Result, e.Error)
+	}
+	present(t, target, "built")
+	req, _ := os.ReadFile(log)
+	for _, want := range []string{`"subject":"command"`, `"currentMode":"read-only"`, `"requestedMode":"workspace-write"`, `"justification":"The build writes out.txt."`} {
+		if !bytes.Contains(req, []byte(want)) {
+			t.Fatalf("approval request lacks %s: %s", want, req)
+		}
+	}
+	// Nothing was persisted: the policy file is byte-identical and the next call is
+	// denied again.
+	if after, _ := os.ReadFile(pf); !bytes.Equal(before, after) {
+		t.Fatalf("the grant changed the policy file: %s", after)
+	}
+	os.Remove(target)
+	e, _ = tohJSON(t, s.ws, nil, base...)
+	if !e.Result.Denied {
+		t.Fatalf("the grant outlived its call: %+v", e.Result)
+	}
+	absent(t, target)
+	// Beside the workspace stays denied: the grant widened the mode, not the root.
+	beside := filepath.Join(s.beside, "x")
+	e, _ = tohJSON(t, s.ws, nil, "--policy", pf, "--runner", "bwrap", "--approval-command", ask, "--sandbox-permissions", "workspace-write",
+		"--justification", "Try outside.", "-c", "echo x > "+beside)
+	if !e.Result.Denied {
+		t.Fatalf("a workspace-write grant wrote beside the root: %+v", e.Result)
+	}
+	absent(t, beside)
+	s.checkCanary(t)
+}
+
+func TestEscalationRefusals(t *testing.T) {
+	s := newScratch(t)
+	ran := filepath.Join(s.beside, "ran")
+	esc := []string{"--sandbox-permissions", "danger-full-access", "--justification", "Needs the whole disk."}
+	for _, tc := range []struct {
+		answer, code, text string
+	}{
+		{"rejected", "ESCALATION_REJECTED", `the user rejected escalating this command to "danger-full-access"`},
+		{"cancelled", "ESCALATION_CANCELLED", `approval for escalating to "danger-full-access" was cancelled`},
+		{"sure, go ahead", "ESCALATION_CANCELLED", `approval for escalating to "danger-full-access" was cancelled`},
+	} {
+		ask, _ := approver(t, s.beside, tc.answer)
+		e, r := tohJSON(t, s.ws, nil, append(append([]string{"--policy", s.noPolicy, "--approval-command", ask}, esc...), "--", "touch", ran)...)
+		if r.code != exitEscalation || e.Error == nil || e.Error.Code != tc.code || e.Error.Message != tc.text {
+			t.Fatalf("%s: %d %+v", tc.answer, r.code, e.Error)
+		}
+		absent(t, ran)
+	}
+	// approval "never" rejects deterministically without asking.
+	pf := filepath.Join(s.beside, "never.json")
+	os.WriteFile(pf, []byte(`{"version": 1, "approval": "never"}`), 0o644)
+	ask, log := approver(t, s.beside, "allowed-once")
+	os.Remove(log)
+	e, r := tohJSON(t, s.ws, nil, append(append([]string{"--policy", pf, "--approval-command", ask}, esc...), "--", "touch", ran)...)
+	if r.code != exitEscalation || e.Error.Message != `the user rejected escalating this command to "danger-full-access"` {
+		t.Fatalf("never: %d %+v", r.code, e.Error)
+	}
+	absent(t, ran)
+	absent(t, log)
+	// No terminal and no command: unavailable.
+	cmd := exec.Command(tohExec, append(append([]string{"--policy", s.noPolicy, "--json"}, esc...), "--", "touch", ran)...)
+	cmd.Dir = s.ws
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	out, _ := cmd.Output()
+	if cmd.ProcessState.ExitCode() != exitEscalation || !strings.Contains(string(out),
+		`sandbox escalation to \"danger-full-access\" requires approval, but no approval channel is available`) {
+		t.Fatalf("no channel: %d %s", cmd.ProcessState.ExitCode(), out)
+	}
+	absent(t, ran)
+}

@@ -1,0 +1,178 @@
+// Package approval asks someone whether one call may run under a wider sandbox mode
+// (SPEC §6). It owns the approver channels: the controlling terminal, an external
+// command that receives the request as JSON, and "never" for delegated children.
+//
+// # Threat model
+//
+// The request is shown to a person who decides; the confined command has not run yet,
+// so nothing it printed can answer the prompt. Only an exact "allowed-once" grants:
+// every other answer, a crash or malformed output of the approval command, or an
+// interrupted prompt is a refusal. A grant covers one call and is never persisted.
+package approval
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/toh-sandbox/toh/policy"
+)
+
+// Outcome is an approver's answer.
+type Outcome string
+
+const (
+	AllowedOnce Outcome = "allowed-once"
+	Rejected    Outcome = "rejected"
+	Cancelled   Outcome = "cancelled"
+	Unavailable Outcome = "unavailable"
+)
+
+// Request is what the approver is shown, and what an approval command receives as
+// one JSON object on its standard input.
+type Request struct {
+	Subject       string      `json:"subject"`
+	Argv          []string    `json:"argv"`
+	Cwd           string      `json:"cwd"`
+	SessionID     string      `json:"sessionID,omitempty"`
+	WorkspaceRoot string      `json:"workspaceRoot"`
+	CurrentMode   policy.Mode `json:"currentMode"`
+	RequestedMode policy.Mode `json:"requestedMode"`
+	Justification string      `json:"justification"`
+}
+
+// Approver answers one request.
+type Approver interface {
+	Ask(ctx context.Context, req Request) (Outcome, error)
+}
+
+// Choose picks the channel: approval "never" rejects without asking; an approval
+// command, when given, is asked; otherwise the controlling terminal, which is
+// Unavailable when the process has none.
+func Choose(a policy.Approval, command string) Approver {
+	switch {
+	case a == policy.ApprovalNever:
+		return Never{}
+	case command != "":
+		return Command{Path: command}
+	default:
+		return Terminal{Path: "/dev/tty"}
+	}
+}
+
+// Never rejects deterministically (approval "never", for delegated children).
+type Never struct{}
+
+func (Never) Ask(context.Context, Request) (Outcome, error) { return Rejected, nil }
+
+// Command runs an external program with the request as JSON on stdin. Its first line
+// of stdout must be exactly one of allowed-once, rejected or cancelled; anything else
+// (or a non-zero exit) is reported as an error with outcome Cancelled.
+type Command struct {
+	Path string
+}
+
+func (c Command) Ask(ctx context.Context, req Request) (Outcome, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return Cancelled, err
+	}
+	cmd := exec.CommandContext(ctx, c.Path)
+	cmd.Stdin = bytes.NewReader(append(body, '\n'))
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	cmd.Stderr = os.Stderr
+	if err := cmd.Run(); err != nil {
+		return Cancelled, fmt.Errorf("approval command %q: %w", c.Path, err)
+	}
+	line, _, _ := strings.Cut(stdout.String(), "\n")
+	switch o := Outcome(strings.TrimSpace(line)); o {
+	case AllowedOnce, Rejected, Cancelled:
+		return o, nil
+	default:
+		return Cancelled, fmt.Errorf("approval command %q answered %q (want allowed-once, rejected or cancelled)", c.Path, line)
+	}
+}
+
+// Terminal prompts on the controlling terminal.
+type Terminal struct {
+	Path string
+}
+
+func (t Terminal) Ask(ctx context.Context, req Request) (Outcome, error) {
+	tty, err := os.OpenFile(t.Path, os.O_RDWR, 0)
+	if err != nil {
+		return Unavailable, nil
+	}
+	defer tty.Close()
+	// An interrupt while the prompt is open cancels the request instead of killing
+	// toh-exec half-way.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	fmt.Fprintf(tty, "toh: escalation requested\n  command:       %s\n  cwd:           %s\n  mode:          %s -> %s\n  justification: %s\nAllow this command once under %q? [y/N] ",
+		quoteArgv(req.Argv), visible(req.Cwd), req.CurrentMode, req.RequestedMode, visible(req.Justification), req.RequestedMode)
+	answer := make(chan string, 1)
+	go func() {
+		line, err := bufio.NewReader(tty).ReadString('\n')
+		if err != nil && (line == "" || !errors.Is(err, io.EOF)) {
+			answer <- "\x00eof"
+			return
+		}
+		answer <- line
+	}()
+	select {
+	case <-sigs:
+		fmt.Fprintln(tty)
+		return Cancelled, nil
+	case <-ctx.Done():
+		return Cancelled, ctx.Err()
+	case line := <-answer:
+		switch strings.ToLower(strings.TrimSpace(line)) {
+		case "y", "yes":
+			return AllowedOnce, nil
+		case "\x00eof":
+			return Cancelled, nil
+		default:
+			return Rejected, nil
+		}
+	}
+}
+
+// quoteArgv shows argv the way a shell would need it typed, with every
+// non-printable character escaped.
+func quoteArgv(argv []string) string {
+	q := make([]string, len(argv))
+	for i, a := range argv {
+		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`") || visible(a) != a {
+			q[i] = strconv.QuoteToGraphic(a)
+		} else {
+			q[i] = a
+		}
+	}
+	return strings.Join(q, " ")
+}
+
+// visible escapes everything that is not a printable character: the text comes from
+// the agent, and a terminal escape sequence in it could redraw the prompt.
+func visible(s string) string {
+	for _, r := range s {
+		if !unicode.IsGraphic(r) || r == utf8.RuneError {
+			q := strconv.QuoteToGraphic(s)
+			return q[1 : len(q)-1]
+		}
+	}
+	return s
+}
