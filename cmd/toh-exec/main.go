@@ -37,6 +37,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		switch args[0] {
 		case "policy":
 			return runPolicy(args[1:], stdout, stderr)
+		case "doctor":
+			return runDoctor(args[1:], stdout, stderr)
 		case "help":
 			fmt.Fprint(stdout, usageText)
 			return 0
@@ -58,6 +60,7 @@ const usageText = `Usage:
   toh-exec policy validate FILE
   toh-exec policy set-mode [--policy FILE] [--session ID] MODE
   toh-exec policy new-session [--policy FILE] --session ID [--cwd DIR]
+  toh-exec doctor [--json]
 
 Runs COMMAND confined by a kernel mechanism (bubblewrap, else Landlock, on Linux;
 sandbox-exec on macOS) under the policy file. It never runs a confined command
