@@ -14,6 +14,7 @@ if [ "$(id -u)" = 0 ]; then
 	command -v bwrap >/dev/null || need+=(bubblewrap)
 	command -v fusermount3 >/dev/null || need+=(fuse3)
 	command -v runuser >/dev/null || need+=(util-linux)
+	command -v setfattr >/dev/null || need+=(attr)
 	if [ ${#need[@]} -gt 0 ]; then
 		log "installing ${need[*]}"
 		apt-get update -qq
