@@ -50,8 +50,10 @@ import (
 // exist; a missing root makes bwrap itself fail, which classification reports as a
 // runner failure, never as an unconfined run.
 //
-// pol.Protect is not applied here (SPEC §8 asks for read-only rebinds, including for
-// paths that do not exist yet, which needs more than this translation).
+// pol.Protect entries (relative to each bound root) that exist when the argv is built
+// are rebound read-only the same way as the policy file, parents pinned. A protected
+// path that does not exist yet is NOT kept from being created: SPEC §8 asks for that
+// too, without leaving mountpoint artifacts in the workspace, and it is not built yet.
 func BwrapArgv(pol policy.Execution, argv []string) []string {
 	return bwrapArgv(pol, argv, nil)
 }
@@ -78,6 +80,11 @@ func bwrapArgv(pol policy.Execution, argv []string, guarded []string) []string {
 		var files []string
 		if pol.PolicyFile != "" {
 			files = append(files, pol.PolicyFile, pol.PolicyFile+".lock")
+		}
+		for _, r := range bound {
+			for _, p := range pol.Protect {
+				files = append(files, path.Join(r, p))
+			}
 		}
 		out = append(out, bwrapGuardFiles(append(files, guarded...), bound)...)
 	}

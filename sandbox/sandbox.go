@@ -22,6 +22,31 @@
 // dialects are a guess (an application can print the same words; a denial can scroll
 // out of the retained tail). The boundary is the kernel mechanism itself.
 //
+// # Enforcement per rung
+//
+// What each rung governs, against SPEC §1's file effects (each row is tested through
+// the built binary in cmd/toh-exec/rungs_test.go):
+//
+//	effect                          bwrap            Landlock read-only    Landlock workspace-write
+//	content, name, existence        full (EROFS)     full (EACCES)         full inside/outside roots
+//	truncate                        full             ABI >= 3              ABI >= 3
+//	rename/link across dirs         full             ABI >= 2 (else all    ABI >= 2 (else all denied)
+//	                                                 denied)
+//	device ioctls                   private /dev     ABI >= 5              ABI >= 5
+//	mode, owner, times, xattrs      full (EROFS)     seccomp filter        NOT governed beside roots
+//	                                                 (amd64, arm64)
+//	/tmp                            private tmpfs    read-only             host /tmp writable
+//	/dev                            private --dev    only /dev/null        only /dev/null
+//	network deny                    --unshare-net    TCP rules (ABI >= 4) + non-unix sockets refused
+//	protect (existing paths)        read-only binds  not possible          not possible
+//
+// Enforcement is "full" for bwrap, "full" for Landlock read-only on ABI >= 5 with the
+// seccomp filter, and "partial" otherwise (Landlock workspace-write always, since a
+// seccomp filter cannot tell paths apart and Landlock cannot deny inside an allowed
+// tree). Landlock below ABI 5 prints the exact partial notice. Network deny that a rung
+// cannot apply fails closed. Protected paths that do not exist yet are not enforced
+// by any rung yet.
+//
 // # Platform support
 //
 // Linux: bwrap, then Landlock. macOS: Seatbelt (sandbox-exec) only. Anything else: no

@@ -266,3 +266,34 @@ func TestNetworkDenyPerRung(t *testing.T) {
 		})
 	}
 }
+
+// TestBwrapKeepsExistingProtectedPathsReadOnly: the default protect list (.git/hooks,
+// .git/config) stays read-only in workspace-write, cannot be swapped out by renaming
+// .git, the rest of .git stays writable, and a workspace without them gets no
+// artifacts.
+func TestBwrapKeepsExistingProtectedPathsReadOnly(t *testing.T) {
+	testutil.RequireBwrap(t)
+	s := newScratch(t)
+	testutil.MakeTree(t, s.ws, "dir .git", "dir .git/hooks", "file .git/config [core]\n", "file .git/description d\n")
+	script := `echo evil > .git/hooks/pre-commit; echo evil >> .git/config; mv .git .git2; mv .git/hooks .git/h2;` +
+		`echo ok > .git/description; echo ok > .git/objects-like; exit 0`
+	r := toh(t, s.ws, nil, "--policy", s.noPolicy, "--runner", "bwrap", "--mode", "workspace-write", "-c", script)
+	if r.code != 0 {
+		t.Fatalf("run: %d %q", r.code, r.stderr)
+	}
+	absent(t, filepath.Join(s.ws, ".git/hooks/pre-commit"))
+	present(t, filepath.Join(s.ws, ".git/config"), "[core]\n")
+	absent(t, filepath.Join(s.ws, ".git2"))
+	absent(t, filepath.Join(s.ws, ".git/h2"))
+	present(t, filepath.Join(s.ws, ".git/description"), "ok\n")
+	present(t, filepath.Join(s.ws, ".git/objects-like"), "ok\n")
+
+	// No artifacts: a workspace without .git keeps having none.
+	bare := effectDir(t, s.beside, "bare")
+	r = toh(t, bare, nil, "--policy", s.noPolicy, "--runner", "bwrap", "--mode", "workspace-write", "-c", "echo x > made")
+	if r.code != 0 {
+		t.Fatalf("run: %d %q", r.code, r.stderr)
+	}
+	absent(t, filepath.Join(bare, ".git"))
+	present(t, filepath.Join(bare, "made"), "x\n")
+}
