@@ -17,7 +17,7 @@ import (
 // The order is part of the contract, because later mounts overlay earlier ones:
 //
 //	--ro-bind / /  --dev /dev  --unshare-pid  [--unshare-net]  --proc /proc  --die-with-parent
-//	[--tmpfs /tmp  --bind <root> <root>...  --bind <dir> <dir>...  --ro-bind <file> <file>...]
+//	--cap-drop ALL  [--tmpfs /tmp  --bind <root> <root>...  --bind <dir> <dir>...  --ro-bind <file> <file>...]
 //	--  argv...
 //
 // Why each part is there:
@@ -27,6 +27,11 @@ import (
 //   - --unshare-pid is always present: without it a confined command can write through
 //     /proc/<pid>/root of a host process.
 //   - --unshare-net is added when pol.Network is deny (SPEC §7).
+//   - --cap-drop ALL goes beyond SPEC §4.2's exact profile, deliberately: bwrap run by
+//     root (not setuid) keeps every capability in the sandbox, and with CAP_SYS_ADMIN
+//     "mount -o remount,bind,rw /" undoes the read-only root (demonstrated on this
+//     project's CI machine). For other users bwrap already leaves no capability, and
+//     the option changes nothing.
 //   - /tmp is a private tmpfs, so the writable root "/tmp" gets no --bind. Every other
 //     writable root is bound in pol.WritableRoots order (the workspace root first), after
 //     the tmpfs: a root that lies under /tmp ($TMPDIR=/tmp/x, or a workspace under /tmp)
@@ -65,7 +70,7 @@ func bwrapArgv(pol policy.Execution, argv []string, guarded []string) []string {
 	if pol.Network == policy.NetworkDeny {
 		out = append(out, "--unshare-net")
 	}
-	out = append(out, "--proc", "/proc", "--die-with-parent")
+	out = append(out, "--proc", "/proc", "--die-with-parent", "--cap-drop", "ALL")
 
 	if pol.Mode == policy.WorkspaceWrite {
 		out = append(out, "--tmpfs", "/tmp")

@@ -241,7 +241,8 @@ func rulesetAttrSize(v int) uintptr {
 }
 
 // apply restricts the calling OS thread (which must be locked and must be the one that
-// calls execve): Landlock ruleset, no_new_privs, then the seccomp filter.
+// calls execve): Landlock ruleset, every capability dropped, no_new_privs, then the
+// seccomp filter.
 func (p landlockPlan) apply() error {
 	attr := unix.LandlockRulesetAttr{
 		Handled_access_fs:  p.handledFS,
@@ -259,6 +260,9 @@ func (p landlockPlan) apply() error {
 		if err := addLandlockPathRule(rulesetFD, rule); err != nil {
 			return err
 		}
+	}
+	if err := dropCapabilities(); err != nil {
+		return err
 	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("setting no_new_privs: %w", err)

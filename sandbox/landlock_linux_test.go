@@ -289,6 +289,13 @@ func newLandlockFileTree(t *testing.T) landlockFileTree {
 	}
 	landlockWriteFile(t, filepath.Join(tr.ws, "f"), "orig\n")
 	landlockWriteFile(t, tr.canary, "canary\n")
+	if os.Geteuid() == 0 {
+		// The chown case changes the group back to 0: confined commands hold no
+		// capability, so even root may only chgrp a file it owns to a group it is in.
+		if err := os.Lchown(filepath.Join(tr.ws, "f"), 0, 65534); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := unix.Setxattr(filepath.Join(tr.ws, "f"), "user.pre", []byte("1"), 0); err != nil {
 		t.Fatalf("this file system needs user xattrs for the tests: %v", err)
 	}
@@ -330,10 +337,7 @@ func landlockFileOps() []landlockFileOp {
 		unix.Stat(filepath.Join(ws, "f"), &st)
 		return st
 	}
-	chownTo := fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid())
-	if os.Geteuid() == 0 {
-		chownTo = "65534:65534"
-	}
+	chownTo := "0:0" // from 0:65534, see newLandlockFileTree
 	return []landlockFileOp{
 		{"create", sh(`echo new > "$1/new"`), there("new")},
 		{"write", sh(`echo more >> "$1/f"`), fileIs("orig\nmore\n")},

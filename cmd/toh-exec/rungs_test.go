@@ -49,7 +49,10 @@ func fileEffects() []effect {
 		{"link", `ln "$D/f" "$D/hard"`, exists("hard"), false, false},
 		{"mkfifo", `mkfifo "$D/fifo"`, exists("fifo"), false, false},
 		{"chmod", `chmod 0600 "$D/f"`, func(d string) bool { return st(d).Mode&0o777 == 0o600 }, false, true},
-		{"chown", `chown 65534:65534 "$D/f"`, func(d string) bool { return st(d).Uid == 65534 }, true, true},
+		// Confined commands hold no capability, so even root can only change the group
+		// of a file it owns to one it is in: effectDir makes the file root:65534 and
+		// the command moves it back to group 0.
+		{"chown", `chgrp 0 "$D/f"`, func(d string) bool { return st(d).Gid == 0 }, true, true},
 		{"utimes", `touch -d 2001-01-01 "$D/f"`, func(d string) bool { return st(d).Mtim.Sec < 1e9 }, false, true},
 		{"setxattr", `setfattr -n user.toh -v 1 "$D/f"`, func(d string) bool {
 			_, err := syscall.Getxattr(filepath.Join(d, "f"), "user.toh", make([]byte, 8))
@@ -64,6 +67,11 @@ func effectDir(t *testing.T, parent, name string) string {
 	d := filepath.Join(parent, name)
 	testutil.MakeTree(t, parent, "dir "+name, "file "+name+"/f orig\n", "dir "+name+"/empty")
 	os.Chmod(filepath.Join(d, "f"), 0o644)
+	if os.Geteuid() == 0 {
+		if err := os.Lchown(filepath.Join(d, "f"), 0, 65534); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return d
 }
 
@@ -296,4 +304,36 @@ func TestBwrapKeepsExistingProtectedPathsReadOnly(t *testing.T) {
 	}
 	absent(t, filepath.Join(bare, ".git"))
 	present(t, filepath.Join(bare, "made"), "x\n")
+}
+
+// TestConfinedCommandsHoldNoCapabilities: run by root, a confined command must not
+// keep root's capabilities; with CAP_SYS_ADMIN it could remount the read-only root
+// read-write, with CAP_MKNOD make a raw disk node in the workspace. Negative control:
+// the same probe unconfined does see root's capabilities.
+func TestConfinedCommandsHoldNoCapabilities(t *testing.T) {
+	testutil.RequireRoot(t)
+	s := newScratch(t)
+	escaped := filepath.Join(s.beside, "escaped")
+	script := `grep '^CapEff' /proc/self/status; grep '^CapBnd' /proc/self/status; ` +
+		`mount -o remount,bind,rw / 2>/dev/null; echo pwned > ` + escaped + ` 2>/dev/null; mknod disk b 8 0 2>/dev/null; exit 0`
+	for _, rung := range []string{"bwrap", "landlock"} {
+		if rung == "bwrap" {
+			testutil.RequireBwrap(t)
+		} else {
+			testutil.RequireLandlockABI(t, 1)
+		}
+		r := toh(t, s.ws, nil, "--policy", s.noPolicy, "--runner", rung, "--mode", "workspace-write", "-c", script)
+		if r.code != 0 || !strings.Contains(r.stdout, "CapEff:\t0000000000000000") {
+			t.Fatalf("%s: capabilities left in the sandbox: %d %q %q", rung, r.code, r.stdout, r.stderr)
+		}
+		if rung == "landlock" && !strings.Contains(r.stdout, "CapBnd:\t0000000000000000") {
+			t.Fatalf("landlock: bounding set not emptied (uid 0 regains it at execve): %q", r.stdout)
+		}
+		absent(t, escaped)
+		absent(t, filepath.Join(s.ws, "disk"))
+	}
+	r := toh(t, s.ws, nil, "--policy", s.noPolicy, "--mode", "danger-full-access", "-c", "grep '^CapEff' /proc/self/status")
+	if strings.Contains(r.stdout, "CapEff:\t0000000000000000") {
+		t.Fatalf("negative control: root has no capabilities even unconfined (%q); the test proves nothing", r.stdout)
+	}
 }
