@@ -110,7 +110,7 @@ func Run(c Confined, pol policy.Execution, dir string, env []string, stdio Stdio
 		return facts, &SpawnError{Argv0: c.Argv[0], Err: err}
 	}
 	tail := &tailBuffer{max: TailBytes}
-	code, sig, err := spawn(c.Argv[0], c.Argv, dir, env, stdio, tail)
+	code, sig, err := spawn(c.Argv[0], c.Argv, dir, env, stdio, tail, true)
 	if err != nil {
 		if isRunnerSpawnError(err, c.Argv[0]) {
 			facts.RunnerFailed = true
@@ -147,7 +147,7 @@ func RunUnconfined(mode policy.Mode, path string, argv []string, dir string, env
 	if err := checkDir(dir); err != nil {
 		return facts, &SpawnError{Argv0: argv[0], Err: err}
 	}
-	code, sig, err := spawn(path, argv, dir, env, stdio, nil)
+	code, sig, err := spawn(path, argv, dir, env, stdio, nil, false)
 	if err != nil {
 		return facts, &SpawnError{Argv0: argv[0], Err: err}
 	}
@@ -185,8 +185,18 @@ var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, sys
 
 // spawn starts the program at path (no PATH lookup happens here) with argv, forwards
 // termination signals, and waits. It returns the exit code or the signal number.
-func spawn(path string, argv []string, dir string, env []string, stdio Stdio, tail *tailBuffer) (code, sig int, err error) {
+//
+// A confined run (newSession) starts in a session of its own, without a controlling
+// terminal: a confined command that still holds a terminal fd could otherwise push
+// input into it with TIOCSTI (kernels with dev.tty.legacy_tiocsti=1, this machine
+// included) and have the user's shell run it after the sandbox exits. Terminal
+// signals then reach toh-exec, which forwards them to the child. The backends' argv
+// stays the exact SPEC profile; bwrap's own --new-session would change it.
+func spawn(path string, argv []string, dir string, env []string, stdio Stdio, tail *tailBuffer, newSession bool) (code, sig int, err error) {
 	cmd := &exec.Cmd{Path: path, Args: argv, Dir: dir, Env: env, Stdin: stdio.Stdin, Stdout: stdio.Stdout}
+	if newSession {
+		cmd.SysProcAttr = newSessionAttr()
+	}
 	cmd.Stderr = stdio.Stderr
 	if tail != nil {
 		cmd.Stderr = &teeWriter{tail: tail, w: stdio.Stderr}

@@ -14,11 +14,20 @@ import (
 	"github.com/toh-sandbox/toh/internal/testutil"
 )
 
+// subprocessRoles are what the test binary does when re-executed with
+// TOH_TEST_SUBPROCESS=<role> (registered by platform test files).
+var subprocessRoles = map[string]func() int{}
+
 // tohExec is the binary under test: $TOH_EXEC_BIN when the test script built it,
 // else one built for this test run.
 var tohExec string
 
 func TestMain(m *testing.M) {
+	if sub := os.Getenv("TOH_TEST_SUBPROCESS"); sub != "" {
+		if role, ok := subprocessRoles[sub]; ok {
+			os.Exit(role())
+		}
+	}
 	tohExec = os.Getenv("TOH_EXEC_BIN")
 	if tohExec == "" {
 		dir, err := os.MkdirTemp("", "toh-exec-bin-")

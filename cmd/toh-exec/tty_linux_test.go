@@ -1,0 +1,157 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/toh-sandbox/toh/internal/testutil"
+)
+
+func init() { subprocessRoles["tiocsti"] = tiocsti }
+
+// tiocsti pushes a command into the controlling terminal's input queue, as an
+// attacker would to have the user's shell run it after the sandbox exits.
+func tiocsti() int {
+	for _, c := range []byte("echo INJECTED\n") {
+		b := c
+		if _, _, errno := unix.Syscall(unix.SYS_IOCTL, 0, unix.TIOCSTI, uintptr(unsafe.Pointer(&b))); errno != 0 {
+			fmt.Fprintf(os.Stderr, "TIOCSTI: %v\n", errno)
+			return 3
+		}
+	}
+	return 0
+}
+
+// injected reports whether anything was pushed into the terminal's input queue: the
+// test holds the slave end, so queued input is readable there.
+func injected(t *testing.T, slave *os.File) string {
+	t.Helper()
+	fd := int(slave.Fd())
+	unix.SetNonblock(fd, true)
+	buf := make([]byte, 256)
+	n, _ := unix.Read(fd, buf)
+	if n < 0 {
+		n = 0
+	}
+	return string(buf[:n])
+}
+
+// TestConfinedCommandCannotInjectTerminalInput: a confined command attached to the
+// user's terminal cannot push input into it with TIOCSTI (it runs in a session of its
+// own, without a controlling terminal). Negative control: the same helper run
+// unconfined on the same terminal does inject, where the kernel still allows TIOCSTI.
+func TestConfinedCommandCannotInjectTerminalInput(t *testing.T) {
+	testutil.RequireBwrap(t)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newScratch(t)
+	legacy, _ := os.ReadFile("/proc/sys/dev/tty/legacy_tiocsti")
+	run := func(args ...string) (int, string, string) {
+		master, slave := openPTY(t)
+		defer master.Close()
+		defer slave.Close()
+		// Raw-ish terminal: no echo, so only injected input is queued.
+		tio, err := unix.IoctlGetTermios(int(slave.Fd()), unix.TCGETS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tio.Lflag &^= unix.ECHO
+		unix.IoctlSetTermios(int(slave.Fd()), unix.TCSETS, tio)
+		cmd := exec.Command(tohExec, append(append([]string{"--policy", s.noPolicy}, args...), "--", self)...)
+		cmd.Dir = s.ws
+		cmd.Env = append(os.Environ(), "TOH_TEST_SUBPROCESS=tiocsti")
+		cmd.Stdin, cmd.Stdout = slave, slave
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+		go func() {
+			buf := make([]byte, 4096)
+			for {
+				if _, err := master.Read(buf); err != nil {
+					return
+				}
+			}
+		}()
+		cmd.Run()
+		return cmd.ProcessState.ExitCode(), injected(t, slave), stderr.String()
+	}
+	for _, rung := range []string{"bwrap", "landlock"} {
+		if rung == "landlock" && testutil.LandlockABI() == 0 {
+			continue
+		}
+		code, in, stderr := run("--runner", rung)
+		if strings.Contains(in, "INJECTED") {
+			t.Fatalf("%s: the confined command injected %q into the terminal", rung, in)
+		}
+		if code == 0 || !strings.Contains(stderr, "TIOCSTI") {
+			t.Fatalf("%s: the injection attempt did not fail: exit %d stderr %q", rung, code, stderr)
+		}
+	}
+	if strings.TrimSpace(string(legacy)) == "0" {
+		t.Logf("dev.tty.legacy_tiocsti=0: the kernel refuses TIOCSTI anyway; no negative control possible")
+		return
+	}
+	code, in, stderr := run("--mode", "danger-full-access")
+	if code != 0 || !strings.Contains(in, "INJECTED") {
+		t.Fatalf("negative control: the unconfined helper could not inject (exit %d, queued %q, stderr %q); the test proves nothing", code, in, stderr)
+	}
+}
+
+// TestInterruptFromTerminalEndsTheSandbox: with the confined command in a session of
+// its own, ^C on the terminal still ends it (toh-exec forwards the signal).
+func TestInterruptFromTerminalEndsTheSandbox(t *testing.T) {
+	testutil.RequireBwrap(t)
+	s := newScratch(t)
+	for _, rung := range []string{"bwrap", "landlock"} {
+		if rung == "landlock" && testutil.LandlockABI() == 0 {
+			continue
+		}
+		master, slave := openPTY(t)
+		tag := fmt.Sprintf("777.%d", time.Now().UnixNano()%1000000)
+		cmd := exec.Command(tohExec, "--policy", s.noPolicy, "--runner", rung, "--", "sleep", tag)
+		cmd.Dir = s.ws
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		slave.Close()
+		go func() {
+			buf := make([]byte, 4096)
+			for {
+				if _, err := master.Read(buf); err != nil {
+					return
+				}
+			}
+		}()
+		var sleeps []int
+		waitFor(t, "the sleep to start", func() bool {
+			sleeps = descendantsOf(cmd.Process.Pid, "sleep", tag)
+			return len(sleeps) == 1
+		})
+		master.Write([]byte{3}) // ^C
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			t.Fatalf("%s: ^C did not end toh-exec", rung)
+		}
+		waitFor(t, "the sandboxed sleep to end", func() bool { return !processExists(sleeps[0], "sleep", tag) })
+		if code := cmd.ProcessState.ExitCode(); code != 128+int(syscall.SIGINT) {
+			t.Logf("%s: exit status after ^C: %d", rung, code)
+		}
+		master.Close()
+	}
+}

@@ -1,0 +1,7 @@
+//go:build !unix
+
+package sandbox
+
+import "syscall"
+
+func newSessionAttr() *syscall.SysProcAttr { return nil }
