@@ -282,3 +282,39 @@ func processExists(pid int, argv ...string) bool {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 	return err == nil && string(b) == strings.Join(argv, "\x00")+"\x00"
 }
+
+// TestInheritedDescriptorsDoNotReachTheCommand: descriptors the caller leaves open,
+// the result fd included, are not inherited by the confined command, which could
+// otherwise write through them whatever the mode says.
+func TestInheritedDescriptorsDoNotReachTheCommand(t *testing.T) {
+	testutil.RequireBwrap(t)
+	s := newScratch(t)
+	leaked := filepath.Join(s.beside, "leaked")
+	f, err := os.Create(leaked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd, wr, _ := os.Pipe()
+	for _, rung := range []string{"bwrap", "landlock"} {
+		cmd := exec.Command(tohExec, "--policy", s.noPolicy, "--runner", rung, "--result-fd", "4", "-c",
+			"echo forged >&3; echo forged >&4; ls /proc/self/fd")
+		cmd.Dir = s.ws
+		cmd.ExtraFiles = []*os.File{f, wr}
+		out, err := cmd.Output()
+		if err != nil && cmd.ProcessState.ExitCode() == exitUnavailable {
+			t.Fatalf("%s: %v", rung, err)
+		}
+		if fds := strings.Fields(string(out)); len(fds) != 4 || fds[3] != "3" {
+			t.Fatalf("%s: the command sees descriptors %q, want 0 1 2 and ls's own", rung, fds)
+		}
+	}
+	f.Close()
+	wr.Close()
+	if b, _ := os.ReadFile(leaked); len(b) != 0 {
+		t.Fatalf("written through an inherited descriptor: %q", b)
+	}
+	results, _ := readAll(rd)
+	if strings.Contains(string(results), "forged") || strings.Count(string(results), "\n") != 2 {
+		t.Fatalf("result fd carries %q, want exactly toh-exec's two result lines", results)
+	}
+}

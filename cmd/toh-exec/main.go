@@ -29,6 +29,7 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == landlockStageArg {
 		os.Exit(sandbox.LandlockLauncherMain(os.Args[2:]))
 	}
+	closeInheritedFDs()
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
