@@ -182,6 +182,9 @@ func (c *Chain) Confine(ctx context.Context, argv []string, pol policy.Execution
 	}
 	conf, err := p.Confine(argv, pol)
 	if err != nil {
+		// The verdict may be stale (a cached "landlock" whose kernel support went away
+		// in a way the key cannot see): the next call probes again.
+		c.DropCache()
 		return Confined{}, &UnavailableError{Mode: pol.Mode, Cause: err}
 	}
 	return conf, nil
