@@ -462,10 +462,24 @@ func TestHostileHostDefeatsStaleVerdict(t *testing.T) {
 				t.Fatalf("cached verdict %s, want landlock", b)
 			}
 			for _, h := range hostileHosts {
+				// The cached "landlock" verdict is refused up front, and dropped: the
+				// next run probes again (and the probe says why Landlock is gone). The
+				// previous host's "unavailable" verdict is forgotten first: the key
+				// cannot see a seccomp filter.
+				os.Remove(s.cache)
+				s.ran(t, s.onHost(t, hostileOff, args...), mode, "landlock")
 				r := s.onHost(t, h, args...)
 				s.refused(t, r, mode, false)
 				if !strings.Contains(r.stderr, "landlock: not supported by this kernel or disabled at boot") {
 					t.Fatalf("on %s, stderr lacks the Landlock cause:\n%s", h, r.stderr)
+				}
+				if _, err := os.Stat(s.cache); !errors.Is(err, os.ErrNotExist) {
+					t.Fatalf("on %s, the stale landlock verdict was kept (%v)", h, err)
+				}
+				r = s.onHost(t, h, args...)
+				s.refused(t, r, mode, false)
+				if !strings.Contains(r.stderr, "landlock probe: landlock-run: the kernel offers no Landlock") {
+					t.Fatalf("on %s after the drop, stderr lacks the probe's cause:\n%s", h, r.stderr)
 				}
 			}
 		})
