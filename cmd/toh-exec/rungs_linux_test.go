@@ -13,6 +13,17 @@ import (
 	"github.com/toh-sandbox/toh/internal/testutil"
 )
 
+// requireRung skips (or fails, where required) unless the named Linux rung can run
+// here; landlockABI is the least Landlock ABI the test needs.
+func requireRung(t *testing.T, rung string, landlockABI int) {
+	t.Helper()
+	if rung == "bwrap" {
+		testutil.RequireBwrap(t)
+	} else {
+		testutil.RequireLandlockABI(t, landlockABI)
+	}
+}
+
 // A file effect of SPEC §1 and how to see that it happened.
 type effect struct {
 	name   string
@@ -102,11 +113,7 @@ func snapshot(t *testing.T, d string) string {
 func TestEveryFileEffectPerRung(t *testing.T) {
 	for _, rung := range []string{"bwrap", "landlock"} {
 		t.Run(rung, func(t *testing.T) {
-			if rung == "bwrap" {
-				testutil.RequireBwrap(t)
-			} else {
-				testutil.RequireLandlockABI(t, 1)
-			}
+			requireRung(t, rung, 1)
 			dialect := map[string]string{"bwrap": "read-only file system", "landlock": "permission denied"}[rung]
 			for _, ef := range fileEffects() {
 				t.Run(ef.name, func(t *testing.T) {
@@ -182,11 +189,7 @@ func TestLandlockWorkspaceWriteIsPartialAndRequireFullRefusesIt(t *testing.T) {
 func TestDevShmWriteDenied(t *testing.T) {
 	for _, rung := range []string{"bwrap", "landlock"} {
 		t.Run(rung, func(t *testing.T) {
-			if rung == "bwrap" {
-				testutil.RequireBwrap(t)
-			} else {
-				testutil.RequireLandlockABI(t, 1)
-			}
+			requireRung(t, rung, 1)
 			s := newScratch(t)
 			name := fmt.Sprintf("/dev/shm/toh-e2e-%d-%s", os.Getpid(), rung)
 			for _, mode := range []string{"read-only", "workspace-write"} {
@@ -247,11 +250,7 @@ func TestNetworkDenyPerRung(t *testing.T) {
 	script := fmt.Sprintf("exec 3<>/dev/tcp/127.0.0.1/%d && head -1 <&3", port)
 	for _, rung := range []string{"bwrap", "landlock"} {
 		t.Run(rung, func(t *testing.T) {
-			if rung == "bwrap" {
-				testutil.RequireBwrap(t)
-			} else {
-				testutil.RequireLandlockABI(t, 4)
-			}
+			requireRung(t, rung, 4)
 			s := newScratch(t)
 			allow, deny := filepath.Join(s.beside, "allow.json"), filepath.Join(s.beside, "deny.json")
 			os.WriteFile(allow, []byte(`{"version": 1, "network": "allow"}`), 0o644)
@@ -317,11 +316,7 @@ func TestConfinedCommandsHoldNoCapabilities(t *testing.T) {
 	script := `grep '^CapEff' /proc/self/status; grep '^CapBnd' /proc/self/status; ` +
 		`mount -o remount,bind,rw / 2>/dev/null; echo pwned > ` + escaped + ` 2>/dev/null; mknod disk b 8 0 2>/dev/null; exit 0`
 	for _, rung := range []string{"bwrap", "landlock"} {
-		if rung == "bwrap" {
-			testutil.RequireBwrap(t)
-		} else {
-			testutil.RequireLandlockABI(t, 1)
-		}
+		requireRung(t, rung, 1)
 		r := toh(t, s.ws, nil, "--policy", s.noPolicy, "--runner", rung, "--mode", "workspace-write", "-c", script)
 		if r.code != 0 || !strings.Contains(r.stdout, "CapEff:\t0000000000000000") {
 			t.Fatalf("%s: capabilities left in the sandbox: %d %q %q", rung, r.code, r.stdout, r.stderr)
