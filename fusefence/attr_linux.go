@@ -1,0 +1,191 @@
+package fusefence
+
+import (
+	"context"
+	"strconv"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+)
+
+// Inode mutations: each judges what the node leads to (formInode; a symlink node's
+// own attributes in formEntry), opens it as O_PATH relative to the verified parent
+// without following it, refuses a multiply-linked non-directory, and acts on that
+// descriptor (through /proc/self/fd where the kernel has no fd-based call that
+// accepts an O_PATH descriptor).
+
+var _ = (fs.NodeSetattrer)((*node)(nil))
+
+func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	mode, hasMode := in.GetMode()
+	uid, hasUID := in.GetUID()
+	gid, hasGID := in.GetGID()
+	size, hasSize := in.GetSize()
+	hasAtime := in.Valid&fuse.FATTR_ATIME != 0
+	hasMtime := in.Valid&fuse.FATTR_MTIME != 0
+	var op string
+	switch {
+	case hasSize:
+		op = "truncate"
+	case hasMode:
+		op = "chmod"
+	case hasUID || hasGID:
+		op = "chown"
+	case hasAtime || hasMtime:
+		op = "utimes"
+	default: // nothing the fence can change (ctime alone, lock owner)
+		return n.Getattr(ctx, fh, out)
+	}
+	rel := n.rel()
+
+	// ftruncate(2) through a descriptor opened for writing acts on that inode, which
+	// was judged at open.
+	if h, ok := fh.(*handle); ok && h.writable && op == "truncate" && !hasMode && !hasUID && !hasGID && !hasAtime && !hasMtime {
+		if errno := n.f.recheck(ctx, h, op, rel); errno != 0 {
+			return errno
+		}
+		if errno := h.use(func(fd int) error { return unix.Ftruncate(fd, int64(size)) }); errno != 0 {
+			return errno
+		}
+		return h.getattr(out)
+	}
+
+	s := n.f.acquire()
+	defer s.release()
+	fm := formInode
+	if n.isSymlink() {
+		fm = formEntry
+	}
+	g, errno := n.f.judge(ctx, s, op, rel, fm, reachInode)
+	if errno != 0 {
+		return errno
+	}
+	leafFd, dirFd, base, st, errno := g.leaf()
+	if errno != 0 {
+		return errno
+	}
+	defer unix.Close(leafFd)
+	if dirFd >= 0 {
+		defer unix.Close(dirFd)
+	}
+	if errno := g.singleLink(&st); errno != 0 {
+		return errno
+	}
+	isLink := st.Mode&unix.S_IFMT == unix.S_IFLNK
+	proc := procFd(leafFd)
+	if hasMode {
+		if isLink {
+			return syscall.EOPNOTSUPP
+		}
+		if err := unix.Chmod(proc, mode); err != nil {
+			return toErrno(err)
+		}
+	}
+	if hasUID || hasGID {
+		u, gr := -1, -1
+		if hasUID {
+			u = int(uid)
+		}
+		if hasGID {
+			gr = int(gid)
+		}
+		if err := unix.Fchownat(leafFd, "", u, gr, unix.AT_EMPTY_PATH); err != nil {
+			return toErrno(err)
+		}
+	}
+	if hasSize {
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFREG:
+		case unix.S_IFDIR:
+			return syscall.EISDIR
+		default:
+			return syscall.EINVAL
+		}
+		if err := unix.Truncate(proc, int64(size)); err != nil {
+			return toErrno(err)
+		}
+	}
+	if hasAtime || hasMtime {
+		ts := []unix.Timespec{timeArg(in, hasAtime, fuse.FATTR_ATIME_NOW, in.Atime, in.Atimensec),
+			timeArg(in, hasMtime, fuse.FATTR_MTIME_NOW, in.Mtime, in.Mtimensec)}
+		var err error
+		if isLink {
+			// No magic link here: through /proc the kernel would act on what the
+			// symlink names. The name in the verified parent is the link itself.
+			err = unix.UtimesNanoAt(dirFd, base, ts, unix.AT_SYMLINK_NOFOLLOW)
+		} else {
+			err = unix.UtimesNanoAt(unix.AT_FDCWD, proc, ts, 0)
+		}
+		if err != nil {
+			return toErrno(err)
+		}
+	}
+	if err := unix.Fstat(leafFd, &st); err != nil {
+		return toErrno(err)
+	}
+	out.FromStat(sysStat(&st))
+	return 0
+}
+
+func timeArg(in *fuse.SetAttrIn, set bool, nowFlag uint32, sec uint64, nsec uint32) unix.Timespec {
+	switch {
+	case !set:
+		return unix.Timespec{Nsec: unix.UTIME_OMIT}
+	case in.Valid&nowFlag != 0:
+		return unix.Timespec{Nsec: unix.UTIME_NOW}
+	}
+	return unix.Timespec{Sec: int64(sec), Nsec: int64(nsec)}
+}
+
+var _ = (fs.NodeSetxattrer)((*node)(nil))
+
+func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
+	return n.xattr(ctx, "setxattr", func(proc string) error { return unix.Setxattr(proc, attr, data, int(flags)) })
+}
+
+var _ = (fs.NodeRemovexattrer)((*node)(nil))
+
+func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
+	return n.xattr(ctx, "removexattr", func(proc string) error { return unix.Removexattr(proc, attr) })
+}
+
+// xattr changes an extended attribute of what the node leads to. Attributes of a
+// symlink node itself are judged, then refused with EOPNOTSUPP: before Linux 6.13
+// there is no call that reaches a symlink's xattrs through a descriptor without
+// following it (and Linux allows only trusted.* and security.* there anyway).
+func (n *node) xattr(ctx context.Context, op string, fn func(proc string) error) syscall.Errno {
+	s := n.f.acquire()
+	defer s.release()
+	fm := formInode
+	if n.isSymlink() {
+		fm = formEntry
+	}
+	g, errno := n.f.judge(ctx, s, op, n.rel(), fm, reachInode)
+	if errno != 0 {
+		return errno
+	}
+	if n.isSymlink() {
+		return syscall.EOPNOTSUPP
+	}
+	leafFd, dirFd, _, st, errno := g.leaf()
+	if errno != 0 {
+		return errno
+	}
+	defer unix.Close(leafFd)
+	if dirFd >= 0 {
+		defer unix.Close(dirFd)
+	}
+	if errno := g.singleLink(&st); errno != 0 {
+		return errno
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		return g.race() // the canonical target was no symlink a moment ago
+	}
+	return toErrno(fn(procFd(leafFd)))
+}
+
+// procFd names the object an O_PATH descriptor holds. Path-based calls on it act on
+// that object itself: the magic link cannot be redirected.
+func procFd(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }

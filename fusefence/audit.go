@@ -1,0 +1,250 @@
+package fusefence
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Event is one denial, one JSON line in the audit log.
+type Event struct {
+	Time time.Time `json:"time"` // RFC 3339 with nanoseconds
+	PID  uint32    `json:"pid"`  // the calling process as the kernel reported it (0: the kernel itself)
+	UID  uint32    `json:"uid"`
+	Op   string    `json:"op"`
+	// Path is mount-relative ("." is the mount root), the way the mirror names the
+	// target: the caller's path after the kernel resolved it in the mount.
+	Path string `json:"path"`
+	// HostPath is where the mutation would have landed: the canonical host target
+	// when it was resolved, else SOURCE joined with Path.
+	HostPath string `json:"hostPath"`
+	// Mode is the mode the decision was made under; "" when the policy file was
+	// malformed (rule policy-invalid). A string, not a policy.Mode, because "" must
+	// read back.
+	Mode string `json:"mode"`
+	Rule string `json:"rule"`
+}
+
+// Record is one line of an audit log as read back: a denial, or a note that Dropped
+// denials were not recorded because the writer could not keep up.
+type Record struct {
+	Event
+	Dropped uint64 `json:"dropped,omitempty"`
+}
+
+// auditQueue bounds the events waiting for the writer. Beyond it events are counted
+// and dropped, never waited for: a FUSE request must not stall on the log.
+const auditQueue = 4096
+
+// maxBatch bounds one write(2). Each write holds whole lines only, so a daemon killed
+// mid-flush leaves no torn line behind.
+const maxBatch = 64 << 10
+
+// AuditLog appends denial events to a file from a background goroutine. Log never
+// blocks: when the queue is full the event is counted, and a {"dropped":N} line is
+// written once the writer catches up. Close flushes everything queued.
+type AuditLog struct {
+	path    string
+	file    *os.File
+	queue   chan auditMsg
+	dropped atomic.Uint64
+	done    chan struct{}
+
+	mu     sync.RWMutex // guards closed against Log racing Close
+	closed bool
+
+	errMu sync.Mutex
+	err   error // the first write error
+}
+
+type auditMsg struct {
+	ev   Event
+	sync chan struct{} // non-nil: a Sync marker, closed once everything before it is written
+}
+
+// OpenAudit opens (creating it 0600) the audit log at path for appending and starts
+// its writer.
+func OpenAudit(path string) (*AuditLog, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("opening audit log %q: %w", path, err)
+	}
+	a := &AuditLog{path: path, file: f, queue: make(chan auditMsg, auditQueue), done: make(chan struct{})}
+	go a.run()
+	return a, nil
+}
+
+// Path is the log's path as given to OpenAudit.
+func (a *AuditLog) Path() string { return a.path }
+
+// Log queues ev without ever blocking.
+func (a *AuditLog) Log(ev Event) {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	if a.closed {
+		a.dropped.Add(1)
+		return
+	}
+	select {
+	case a.queue <- auditMsg{ev: ev}:
+	default:
+		a.dropped.Add(1)
+	}
+}
+
+// Sync waits until every event logged before it is written (or counted as dropped)
+// and returns the first write error so far. It blocks; never call it from a FUSE
+// request.
+func (a *AuditLog) Sync() error {
+	a.mu.RLock()
+	if a.closed {
+		a.mu.RUnlock()
+		return a.firstErr()
+	}
+	done := make(chan struct{})
+	a.queue <- auditMsg{sync: done}
+	a.mu.RUnlock()
+	<-done
+	return a.firstErr()
+}
+
+// Close writes everything queued, closes the file and returns the first error.
+func (a *AuditLog) Close() error {
+	a.mu.Lock()
+	if a.closed {
+		a.mu.Unlock()
+		<-a.done
+		return a.firstErr()
+	}
+	a.closed = true
+	close(a.queue)
+	a.mu.Unlock()
+	<-a.done
+	if err := a.file.Close(); err != nil {
+		a.setErr(err)
+	}
+	return a.firstErr()
+}
+
+func (a *AuditLog) run() {
+	defer close(a.done)
+	var batch []byte
+	var waiting []chan struct{}
+	flush := func() {
+		if n := a.dropped.Swap(0); n > 0 {
+			batch = fmt.Appendf(batch, "{\"dropped\":%d}\n", n)
+		}
+		if len(batch) > 0 {
+			if _, err := a.file.Write(batch); err != nil {
+				a.setErr(fmt.Errorf("writing audit log %q: %w", a.path, err))
+			}
+			batch = batch[:0]
+		}
+		for _, w := range waiting {
+			close(w)
+		}
+		waiting = waiting[:0]
+	}
+	add := func(m auditMsg) {
+		if m.sync != nil {
+			waiting = append(waiting, m.sync)
+			return
+		}
+		line, err := json.Marshal(m.ev)
+		if err != nil { // cannot happen for these field types; count it rather than lose it silently
+			a.dropped.Add(1)
+			return
+		}
+		if len(batch)+len(line)+1 > maxBatch {
+			flush()
+		}
+		batch = append(append(batch, line...), '\n')
+	}
+	for m := range a.queue {
+		add(m)
+	drain:
+		for {
+			select {
+			case m, ok := <-a.queue:
+				if !ok {
+					break drain
+				}
+				add(m)
+			default:
+				break drain
+			}
+		}
+		flush()
+	}
+	flush()
+}
+
+func (a *AuditLog) setErr(err error) {
+	a.errMu.Lock()
+	defer a.errMu.Unlock()
+	if a.err == nil {
+		a.err = err
+	}
+}
+
+func (a *AuditLog) firstErr() error {
+	a.errMu.Lock()
+	defer a.errMu.Unlock()
+	return a.err
+}
+
+// Filter selects audit records; zero fields match everything.
+type Filter struct {
+	Op    string
+	Rule  string
+	Since time.Time // records at or after this instant
+}
+
+// Match reports whether r passes f. A {"dropped":N} note passes unless Op or Rule is
+// set: what was dropped is unknown.
+func (f Filter) Match(r Record) bool {
+	if r.Dropped > 0 {
+		return f.Op == "" && f.Rule == ""
+	}
+	return (f.Op == "" || r.Op == f.Op) &&
+		(f.Rule == "" || r.Rule == f.Rule) &&
+		(f.Since.IsZero() || !r.Time.Before(f.Since))
+}
+
+// ReadAudit calls fn for every record of the audit log read from r, in order. A line
+// that is not a record is an error naming its line number, except a final line
+// without a newline, which is a write cut short and is skipped.
+func ReadAudit(r io.Reader, fn func(Record) error) error {
+	br := bufio.NewReader(r)
+	for n := 1; ; n++ {
+		line, err := br.ReadBytes('\n')
+		if len(line) > 0 {
+			terminated := line[len(line)-1] == '\n'
+			var rec Record
+			dec := json.NewDecoder(bytes.NewReader(line))
+			dec.DisallowUnknownFields()
+			if derr := dec.Decode(&rec); derr != nil {
+				if !terminated {
+					return nil
+				}
+				return fmt.Errorf("audit log line %d: %w", n, derr)
+			}
+			if ferr := fn(rec); ferr != nil {
+				return ferr
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}

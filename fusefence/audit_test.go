@@ -1,0 +1,109 @@
+package fusefence
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestAuditLogRoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	a, err := OpenAudit(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2025, 1, 2, 3, 4, 5, 6, time.UTC)
+	a.Log(Event{Time: t0, PID: 7, UID: 8, Op: "create", Path: "a/b", HostPath: "/w/a/b", Mode: "read-only", Rule: RuleReadOnly})
+	a.Log(Event{Time: t0.Add(time.Second), Op: "unlink", Path: "c", HostPath: "/w/c", Mode: "workspace-write", Rule: RuleProtected})
+	if err := a.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	a.dropped.Add(3) // as if the queue had overflowed
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	a.Log(Event{Op: "after-close"}) // must neither panic nor block
+
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	want0 := `{"time":"2025-01-02T03:04:05.000000006Z","pid":7,"uid":8,"op":"create","path":"a/b","hostPath":"/w/a/b","mode":"read-only","rule":"read-only"}`
+	if len(lines) != 3 || lines[0] != want0 || lines[2] != `{"dropped":3}` {
+		t.Fatalf("log:\n%s\nwant first line %s and a dropped note last", data, want0)
+	}
+
+	var got []string
+	f, _ := os.Open(path)
+	defer f.Close()
+	err = ReadAudit(f, func(r Record) error {
+		if (Filter{Since: t0.Add(time.Second)}).Match(r) {
+			got = append(got, r.Op+"/"+r.Rule)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got, " ") != "unlink/protected /" {
+		t.Errorf("since-filtered records: %q, want the unlink and the dropped note", got)
+	}
+	if !(Filter{Rule: RuleReadOnly}).Match(Record{Event: Event{Rule: RuleReadOnly}}) ||
+		(Filter{Op: "x"}).Match(Record{Dropped: 1}) {
+		t.Error("Filter: rule match or dropped-note exclusion is wrong")
+	}
+}
+
+func TestReadAuditTornAndBadLines(t *testing.T) {
+	ok := `{"time":"2025-01-02T03:04:05Z","pid":1,"uid":0,"op":"mkdir","path":"x","hostPath":"/x","mode":"read-only","rule":"read-only"}` + "\n"
+	n := 0
+	count := func(Record) error { n++; return nil }
+	if err := ReadAudit(strings.NewReader(ok+`{"time":"2025`), count); err != nil || n != 1 {
+		t.Errorf("torn last line: %d records, %v; want 1 record and no error", n, err)
+	}
+	if err := ReadAudit(strings.NewReader(ok+"garbage\n"+ok), count); err == nil || !strings.Contains(err.Error(), "line 2") {
+		t.Errorf("bad line: %v, want an error naming line 2", err)
+	}
+	if err := ReadAudit(strings.NewReader(`{"bogus":1}`+"\n"), count); err == nil {
+		t.Error("unknown key: want an error")
+	}
+}
+
+func TestAuditLogNeverBlocks(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	a, err := OpenAudit(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	start := time.Now()
+	for range 10 * auditQueue {
+		a.Log(Event{Op: "create", Rule: RuleReadOnly})
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("logging %d events took %v", 10*auditQueue, d)
+	}
+	if err := a.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	var events, dropped uint64
+	f, _ := os.Open(path)
+	defer f.Close()
+	err = ReadAudit(f, func(r Record) error {
+		if r.Dropped > 0 {
+			dropped += r.Dropped
+		} else {
+			events++
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if events+dropped != 10*auditQueue {
+		t.Errorf("%d written + %d dropped != %d logged", events, dropped, 10*auditQueue)
+	}
+}

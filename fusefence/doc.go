@@ -1,0 +1,156 @@
+// Package fusefence owns toh's FUSE fence: a mirror of a host directory (SOURCE)
+// whose reads pass through and whose every mutation is judged, at the moment it
+// happens, by the shared policy file, performed relative to a directory descriptor
+// that no symlink can redirect, and, when denied, answered with EACCES and recorded
+// in an audit log.
+//
+//	w, err := policy.NewWatcher(policyPath, policy.Request{SessionID: id, Cwd: wd}, nil)
+//	audit, err := fusefence.OpenAudit(auditPath)
+//	m, err := fusefence.Mount(fusefence.Config{Source: src, Mountpoint: mnt, Policy: w, Audit: audit})
+//	defer audit.Close()
+//	m.Wait()
+//
+// # What the mirror shows
+//
+// MOUNTPOINT/x stands for SOURCE/x (SOURCE canonicalized once, at Mount). Reads
+// (lookup, getattr, readdir, open for reading, read, readlink, getxattr, listxattr,
+// statfs) pass through in every mode, through host path strings: they change
+// nothing, and the SPEC allows reads everywhere.
+//
+// The kernel resolves a FUSE symlink itself, so a symlink whose text leads out of
+// the mount would let a write land on the host without ever reaching the fence. A
+// host symlink is therefore shown as a symlink only when its text is relative,
+// climbs ("..") only at its start and no higher than the mount root, sits in a
+// directory reached without host symlinks, and has one link; such links only climb
+// to a real ancestor and then descend, so no chain of them leaves the mount (this
+// keeps in-tree relative links, as git checks them out, intact). Every other
+// symlink (absolute, or climbing out) is shown as what it leads to, so operations
+// beneath or through it come to the fence, which judges them where they really
+// land; one that leads nowhere is not shown, and creating at its name creates at
+// its target if the policy allows that target. Its name itself (unlink, rename) is
+// still the link's.
+//
+// # How a mutation is decided and performed
+//
+// Every mutation first takes the policy in force: the [PolicySource] is asked on
+// each one ([policy.Watcher] stats the policy file and re-resolves it when its
+// (dev, ino, size, mtime, ctime) changed), so a mode switch or a session event
+// applies to the next operation. A malformed file denies every mutation (rule
+// policy-invalid) until a valid one returns. Then:
+//
+//  1. The host target is re-resolved now: for operations on a name (create, mkdir,
+//     mknod, symlink, link, unlink, rmdir, rename) the parent directory is
+//     canonicalized with canon.Canonical and the name appended; for operations on
+//     what a path leads to (open for writing or with O_TRUNC, truncate, chmod,
+//     chown, utimes, set/remove xattr) the whole path is, a symlink in the last
+//     component included. A symlink inside SOURCE that points out is judged by
+//     where it really leads.
+//  2. The decision is a pure function of that canonical path and the execution
+//     policy: read-only denies; workspace-write needs a writable root containing
+//     the target (canon.LexicallyWithin; the tightest one is used) and denies a
+//     target equal to or beneath root/<protect> for any root containing it, the
+//     policy file and its .lock, and the audit log. Operations that put something
+//     at a name that could hold or redirect such a guarded path (both ends of a
+//     rename, symlink, link, a new non-directory) are also denied at a strict
+//     ancestor of it: `mv .git x`, or a prepared directory, file or symlink moved to
+//     `.git`, would otherwise move protected content out of reach or swap new
+//     content in. danger-full-access allows everything but device nodes.
+//  3. The mutation is performed relative to a descriptor of the parent opened with
+//     canon.OpenParentBeneath from a cached O_PATH descriptor of the writable root
+//     (openat2 RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS|RESOLVE_NO_MAGICLINKS, or a
+//     no-follow walk), and the parent's (dev, ino) must equal what stat saw of the
+//     canonical parent during the decision; a symlink on the way or a different
+//     directory is a denial (rule symlink-race). The last component is never
+//     followed (O_NOFOLLOW, AT_SYMLINK_NOFOLLOW, an O_PATH descriptor used through
+//     /proc/self/fd). Root descriptors are reopened, beneath "/" and without
+//     following symlinks, whenever the policy generation changes.
+//
+// Writes through an open descriptor (write, fallocate, copy_file_range into it,
+// ftruncate) act on the inode judged at open. When the policy changed since, the
+// handle's open-time canonical path is judged again under the new policy first, so
+// tightening applies to descriptors already open too.
+//
+// A denied open never truncates: the fence asks the kernel for atomic O_TRUNC and
+// truncates only after every check passed. Denials are EACCES. Other errors are
+// the host's errno (found with errors.As), EIO when there is none, and never
+// ENOSYS, which the kernel would take as "never implemented" for the whole mount.
+//
+// # Decisions
+//
+//   - Hard links. Linking into the mount needs the source inside a writable root and
+//     not protected. A write-open, truncate, chmod, chown, utimes or xattr change of
+//     a non-directory with more than one link is denied (rule multiply-linked): its
+//     other names may lie outside every root and nothing lists them. The price: a
+//     file hard-linked inside the workspace (git's local clones link objects, which
+//     are never written; pnpm links package files) is read-only through the fence.
+//     unlink and rename of such a file are allowed: they change names, not the file.
+//   - Device nodes are denied by mknod in every mode, danger-full-access included.
+//     FIFOs and sockets follow the policy. The mount is nodev and nosuid.
+//   - ioctls: FS_IOC_GETFLAGS and FS_IOC_FSGETXATTR (read-only inode flag queries,
+//     lsattr) pass through on files; terminal ioctls (type 'T', isatty) answer
+//     ENOTTY as a regular file would, without an audit line; everything else is
+//     denied (rule ioctl): FS_IOC_SETFLAGS, FICLONE and the rest change things the
+//     fence cannot judge.
+//   - O_TMPFILE is not supported (EOPNOTSUPP); callers fall back to named files.
+//   - Entries the fence creates as root are given to the caller (uid, and gid unless
+//     the parent is set-group-ID), as a local file system would.
+//
+// # Audit log
+//
+// Each denial is one JSON line {time, pid, uid, op, path, hostPath, mode, rule}
+// (see [Event]; rules are the closed vocabulary of the Rule constants) queued to a
+// writer goroutine. Queuing never blocks a FUSE request: beyond 4096 waiting events
+// they are counted and a {"dropped":N} line follows. Lines are written whole, in
+// batches of at most 64 KiB, so a killed daemon leaves no torn line; [ReadAudit]
+// and [Filter] read the log back.
+//
+// # Caching and staleness
+//
+// Entry, attribute and negative-entry timeouts are [DefaultTimeout] (1 s), and
+// opens for reading keep the page cache (FOPEN_KEEP_CACHE) with the kernel's
+// automatic invalidation on a size or mtime change. Mutations through the mount
+// update the kernel's caches as part of the request. Changes made to SOURCE from
+// outside the mount are therefore visible through it after at most the timeout
+// (1 s), except a content change that keeps both size and mtime, which a cached
+// file may hide until its pages are evicted. Passthrough and the writeback cache
+// stay off: both would let writes bypass the fence.
+//
+// # Threat model
+//
+// The fence confines what its callers change through the mount. It trusts the
+// kernel, the policy file's directory (whoever can write it can write any policy),
+// and the writable roots' ancestors (a root is opened by its canonical path when
+// the policy changes). It defends against a caller that races the fence by
+// swapping directories and symlinks inside SOURCE and the roots: every mutation is
+// performed beneath the root's descriptor without following symlinks, on a parent
+// whose identity was checked, so it lands inside the root or not at all.
+//
+// It does not protect against: writes that do not go through the mount (the same
+// process writing SOURCE directly: confine it with toh-exec); a directory moved out
+// of a writable root after the fence opened it (descriptors follow it, as in
+// canon); hard links to outside files made before or outside the fence (refused
+// for writing, as above, but readable); mount points inside a root, which are
+// crossed like directories; a file's content read between a check and its use by
+// the caller (reads are not confined at all).
+//
+// # Platform support
+//
+// Linux only (the package builds elsewhere but offers only the audit log reader
+// and the rule vocabulary). Root mounts directly; other users mount through
+// fusermount3 and need read-write access to /dev/fuse.
+//
+// # Limitations
+//
+//   - A symlink renamed through the mount to a depth where its text would leave the
+//     mount answers readlink with EIO until the kernel looks it up again (the entry
+//     is invalidated right after the rename).
+//   - xattrs of a symlink itself cannot be changed (EOPNOTSUPP), for want of a call
+//     that does so through a descriptor before Linux 6.13.
+//   - Directory aliases: an escaping symlink shown as a directory that is also
+//     mirrored under its own name is the same inode to the kernel, which moves the
+//     one dentry between the two names as they are used.
+//   - Creating at the name of a hidden dangling escaping link follows that link even
+//     with O_EXCL absent; with O_EXCL it fails with EEXIST, as on the host.
+//   - Each mutation costs a canonicalization (one lstat per path component) and one
+//     stat of the policy file; reads cost what go-fuse's loopback costs.
+package fusefence

@@ -1,0 +1,231 @@
+package fusefence
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/toh-sandbox/toh/internal/testutil"
+	"github.com/toh-sandbox/toh/policy"
+)
+
+// env is one mounted fence for a test:
+//
+//	base/src              SOURCE, the workspace root
+//	base/src/.toh/policy.json  the policy file, inside the root so its guard is exercised
+//	base/mnt              the mount point
+//	base/outside          canaries: in no writable root (/var/tmp is not one; /tmp is)
+//	base/cfg              the audit log
+type env struct {
+	t         *testing.T
+	base      string
+	src       string
+	mnt       string
+	outside   string
+	policy    string
+	auditPath string
+	audit     *AuditLog
+	fence     *Fence
+	seen      int // audit records already checked
+}
+
+// newEnv builds the tree (MakeTree notation, relative to base), writes a policy
+// with the given mode and workspace root base/src, and mounts base/src.
+func newEnv(t *testing.T, mode policy.Mode, tree ...string) *env {
+	t.Helper()
+	testutil.RequireRoot(t)
+	testutil.RequireFUSE(t)
+	base, err := os.MkdirTemp("/var/tmp", "toh-fence-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	e := &env{
+		t: t, base: base,
+		src:       filepath.Join(base, "src"),
+		mnt:       filepath.Join(base, "mnt"),
+		outside:   filepath.Join(base, "outside"),
+		policy:    filepath.Join(base, "src", ".toh", "policy.json"),
+		auditPath: filepath.Join(base, "cfg", "audit.jsonl"),
+	}
+	testutil.MakeTree(t, base, "dir src/.toh", "dir mnt", "dir cfg", "file outside/canary precious")
+	testutil.MakeTree(t, base, tree...)
+	if err := policy.Update(e.policy, func(f *policy.File) error {
+		f.Mode, f.WorkspaceRoot = mode, e.src
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	e.mount()
+	return e
+}
+
+func (e *env) mount() {
+	t := e.t
+	t.Helper()
+	w, err := policy.NewWatcher(e.policy, policy.Request{Cwd: e.src}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.audit, err = OpenAudit(e.auditPath); err != nil {
+		t.Fatal(err)
+	}
+	e.fence, err = Mount(Config{Source: e.src, Mountpoint: e.mnt, Policy: w, Audit: e.audit, AllowOther: true,
+		Logf: func(format string, args ...any) { t.Logf("fence: "+format, args...) }})
+	if err != nil {
+		e.audit.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(e.unmount)
+}
+
+func (e *env) unmount() {
+	if e.fence == nil {
+		return
+	}
+	if err := e.fence.Unmount(); err != nil {
+		e.t.Errorf("unmount: %v; detaching", err)
+		Unmount(e.mnt, true)
+	}
+	e.fence = nil
+	if err := e.audit.Close(); err != nil {
+		e.t.Errorf("audit log: %v", err)
+	}
+}
+
+// m and s name a path in the mount and in SOURCE.
+func (e *env) m(rel string) string { return filepath.Join(e.mnt, rel) }
+func (e *env) s(rel string) string { return filepath.Join(e.src, rel) }
+
+// records returns the audit records logged since the last call.
+func (e *env) records() []Record {
+	e.t.Helper()
+	if err := e.audit.Sync(); err != nil {
+		e.t.Fatal(err)
+	}
+	f, err := os.Open(e.auditPath)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer f.Close()
+	var all []Record
+	if err := ReadAudit(f, func(r Record) error { all = append(all, r); return nil }); err != nil {
+		e.t.Fatal(err)
+	}
+	news := all[e.seen:]
+	e.seen = len(all)
+	return news
+}
+
+// expectDenial checks that err is EACCES and that exactly one audit record with
+// this op, rule and path was logged for it.
+func (e *env) expectDenial(what string, err error, op, rule, path string) {
+	e.t.Helper()
+	if !errors.Is(err, unix.EACCES) {
+		e.t.Errorf("%s: got %v, want EACCES", what, err)
+	}
+	recs := e.records()
+	if len(recs) != 1 || recs[0].Op != op || recs[0].Rule != rule || recs[0].Path != path {
+		e.t.Errorf("%s: audit records %+v, want one {op %s, rule %s, path %s}", what, recs, op, rule, path)
+		return
+	}
+	r := recs[0]
+	if r.Time.IsZero() || r.HostPath == "" || (rule != RulePolicyInvalid && r.Mode == "") {
+		e.t.Errorf("%s: incomplete audit record %+v", what, r)
+	}
+}
+
+// entry is what a tree snapshot records of one path. atime is left out: reads
+// through the mount may change it.
+type entry struct {
+	Mode         uint32
+	Ino, Nlink   uint64
+	Uid, Gid     uint32
+	Size         int64
+	Mtime, Ctime int64
+	Content      string // regular files; symlink text
+	Xattrs       string
+}
+
+// treeState records every path under root, without following symlinks.
+func treeState(t *testing.T, root string) map[string]entry {
+	t.Helper()
+	out := map[string]entry{}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			return err
+		}
+		en := entry{Mode: st.Mode, Ino: st.Ino, Nlink: uint64(st.Nlink), Uid: st.Uid, Gid: st.Gid, Size: st.Size,
+			Mtime: st.Mtim.Nano(), Ctime: st.Ctim.Nano()}
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFREG:
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			en.Content = string(b)
+		case unix.S_IFLNK:
+			en.Content, _ = os.Readlink(p)
+		}
+		buf := make([]byte, 4096)
+		if n, err := unix.Llistxattr(p, buf); err == nil {
+			names := strings.Split(strings.TrimRight(string(buf[:n]), "\x00"), "\x00")
+			slices.Sort(names)
+			en.Xattrs = strings.Join(names, ",")
+		}
+		rel, _ := filepath.Rel(root, p)
+		out[rel] = en
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// diff describes how two snapshots differ, "" if they do not.
+func diff(before, after map[string]entry) string {
+	var b bytes.Buffer
+	for p, x := range before {
+		y, ok := after[p]
+		switch {
+		case !ok:
+			fmt.Fprintf(&b, "  %s: removed\n", p)
+		case x != y:
+			fmt.Fprintf(&b, "  %s: %+v -> %+v\n", p, x, y)
+		}
+	}
+	for p := range after {
+		if _, ok := before[p]; !ok {
+			fmt.Fprintf(&b, "  %s: created\n", p)
+		}
+	}
+	return b.String()
+}
+
+// unchanged runs op and checks that neither SOURCE nor the outside canaries
+// changed: the negative control of every denial.
+func (e *env) unchanged(what string, op func() error) error {
+	e.t.Helper()
+	src, out := treeState(e.t, e.src), treeState(e.t, e.outside)
+	err := op()
+	if d := diff(src, treeState(e.t, e.src)); d != "" {
+		e.t.Errorf("%s changed SOURCE:\n%s", what, d)
+	}
+	if d := diff(out, treeState(e.t, e.outside)); d != "" {
+		e.t.Errorf("%s changed the canaries outside:\n%s", what, d)
+	}
+	return err
+}

@@ -1,0 +1,284 @@
+package fusefence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
+	"github.com/toh-sandbox/toh/canon"
+	"github.com/toh-sandbox/toh/policy"
+)
+
+// PolicySource yields the execution policy in force right now; *policy.Watcher is
+// one. gen must change whenever the returned policy may differ; err non-nil means
+// the policy is unusable and every mutation is denied.
+type PolicySource interface {
+	Current() (x policy.Execution, gen uint64, err error)
+}
+
+// Config describes one fence.
+type Config struct {
+	// Source is the host directory mirrored; it is canonicalized once, at Mount.
+	Source string
+	// Mountpoint is where the mirror appears.
+	Mountpoint string
+	// Policy is consulted at every mutation.
+	Policy PolicySource
+	// Audit receives one event per denial; nil discards them.
+	Audit *AuditLog
+	// AllowOther lets users other than the one mounting see the mount; it always
+	// comes with default_permissions, so the kernel checks each caller's permission
+	// bits before the fence is asked. Needs root or user_allow_other in
+	// /etc/fuse.conf.
+	AllowOther bool
+	// Timeout is the kernel's entry, attribute and negative-entry cache lifetime:
+	// the staleness bound for changes made to Source from outside. 0 means
+	// DefaultTimeout; a negative value disables caching.
+	Timeout time.Duration
+	// Debug logs every FUSE request and every denial through Logf.
+	Debug bool
+	// Logf receives diagnostics; nil discards them.
+	Logf func(format string, args ...any)
+}
+
+// DefaultTimeout is the default kernel cache lifetime (see Config.Timeout).
+const DefaultTimeout = time.Second
+
+// Fence is a mounted fence.
+type Fence struct {
+	server *fuse.Server
+	f      *fence
+	mp     string
+}
+
+// fence is the state shared by every node of one mount.
+type fence struct {
+	source    string // canonical
+	srcDev    uint64
+	slashFd   int // O_PATH fd of "/", to open writable roots without following symlinks
+	pol       PolicySource
+	audit     *AuditLog
+	auditPath string // canonical path of the audit log, guarded like the policy file
+	asRoot    bool   // new entries are chowned to the caller
+	debug     bool
+	logf      func(string, ...any)
+	root      *node
+
+	mu   sync.Mutex
+	snap *snapshot
+}
+
+// Mount mounts a fence for cfg and starts serving it. It sets the process umask to
+// 0: the kernel has already applied the caller's umask to every mode it sends.
+func Mount(cfg Config) (*Fence, error) {
+	if cfg.Policy == nil {
+		return nil, errors.New("fusefence: Config.Policy is nil")
+	}
+	source := canon.Canonical(cfg.Source)
+	var st unix.Stat_t
+	if err := unix.Stat(source, &st); err != nil {
+		return nil, fmt.Errorf("source %q: %w", cfg.Source, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return nil, fmt.Errorf("source %q: not a directory", cfg.Source)
+	}
+	slashFd, err := canon.OpenRoot("/")
+	if err != nil {
+		return nil, err
+	}
+	f := &fence{
+		source:  source,
+		srcDev:  uint64(st.Dev),
+		slashFd: slashFd,
+		pol:     cfg.Policy,
+		audit:   cfg.Audit,
+		asRoot:  os.Geteuid() == 0,
+		debug:   cfg.Debug,
+		logf:    cfg.Logf,
+	}
+	if f.logf == nil {
+		f.logf = func(string, ...any) {}
+	}
+	if cfg.Audit != nil {
+		f.auditPath = canon.Canonical(cfg.Audit.Path())
+	}
+	f.root = &node{f: f}
+
+	timeout := cfg.Timeout
+	if timeout == 0 {
+		timeout = DefaultTimeout
+	}
+	if timeout < 0 {
+		timeout = 0
+	}
+	rootAttr := f.stable(&st, 1)
+	fsName := "toh"
+	if !strings.ContainsAny(source, ", \t\n\\") {
+		fsName = "toh:" + source
+	}
+	opts := &fs.Options{
+		EntryTimeout:    &timeout,
+		AttrTimeout:     &timeout,
+		NegativeTimeout: &timeout,
+		NullPermissions: true, // show modes as they are, 0000 included
+		RootStableAttr:  &rootAttr,
+		MountOptions: fuse.MountOptions{
+			FsName:      fsName,
+			Name:        "toh",
+			AllowOther:  cfg.AllowOther,
+			DirectMount: f.asRoot, // no fusermount3 needed as root; it is the fallback
+			Debug:       cfg.Debug,
+			// OPEN carries O_TRUNC, so the fence truncates only after judging the
+			// open; otherwise the kernel truncates through a separate SETATTR.
+			ExtraCapabilities: fuse.CAP_ATOMIC_O_TRUNC,
+			// Passthrough would let the kernel write to backing files without
+			// asking; handles offer no backing fd anyway.
+			DisabledCapabilities: fuse.CAP_PASSTHROUGH,
+		},
+	}
+	if cfg.AllowOther {
+		opts.MountOptions.Options = append(opts.MountOptions.Options, "default_permissions")
+	}
+	if cfg.Debug {
+		opts.MountOptions.Logger = newLogger(f.logf)
+	}
+	unix.Umask(0)
+	server, err := fs.Mount(cfg.Mountpoint, f.root, opts)
+	if err != nil {
+		unix.Close(slashFd)
+		return nil, fmt.Errorf("mounting %q: %w", cfg.Mountpoint, err)
+	}
+	return &Fence{server: server, f: f, mp: cfg.Mountpoint}, nil
+}
+
+// Wait blocks until the mount is unmounted (by Unmount, toh-mount -u, or umount).
+func (m *Fence) Wait() { m.server.Wait() }
+
+// Unmount unmounts the fence and waits for its requests to end. It fails with EBUSY
+// while files on the mount are open; see [Unmount] for a lazy unmount.
+func (m *Fence) Unmount() error {
+	if err := m.server.Unmount(); err != nil {
+		return fmt.Errorf("unmounting %q: %w", m.mp, err)
+	}
+	return nil
+}
+
+// snapshot is one generation of the policy with the writable roots opened. It is
+// reference counted: a reload retires it, and the last request using it closes the
+// root descriptors.
+type snapshot struct {
+	gen   uint64
+	x     policy.Execution
+	err   error
+	roots map[string]int // canonical root -> O_PATH fd; a root that cannot be opened is absent
+	refs  atomic.Int32
+}
+
+func (s *snapshot) release() {
+	if s.refs.Add(-1) == 0 {
+		for _, fd := range s.roots {
+			unix.Close(fd)
+		}
+	}
+}
+
+// acquire returns the current snapshot with a reference the caller must release,
+// reloading the policy source first (one stat(2) for a watcher).
+func (f *fence) acquire() *snapshot {
+	x, gen, err := f.pol.Current()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	// A concurrent request may already have installed a newer generation.
+	if f.snap == nil || gen > f.snap.gen {
+		s := f.newSnapshot(gen, x, err)
+		if f.snap != nil {
+			f.snap.release()
+		}
+		f.snap = s
+	}
+	f.snap.refs.Add(1)
+	return f.snap
+}
+
+func (f *fence) newSnapshot(gen uint64, x policy.Execution, err error) *snapshot {
+	s := &snapshot{gen: gen, x: x, err: err, roots: map[string]int{}}
+	s.refs.Store(1)
+	if err != nil {
+		f.logf("POLICY INVALID: denying every mutation until the policy file is fixed: %v", err)
+		return s
+	}
+	var roots []string
+	switch x.Mode {
+	case policy.DangerFullAccess:
+		roots = []string{"/"}
+	case policy.WorkspaceWrite:
+		roots = x.WritableRoots
+	}
+	for _, r := range roots {
+		// Roots are canonical: opening them beneath "/" without following symlinks
+		// keeps a symlink swapped into a root's spelling from moving the root.
+		fd, err := canon.OpenBeneath(f.slashFd, r, unix.O_PATH|unix.O_DIRECTORY, 0)
+		if err != nil {
+			f.logf("writable root %q unusable, mutations beneath it are denied: %v", r, err)
+			continue
+		}
+		s.roots[r] = fd
+	}
+	return s
+}
+
+// host is the host spelling of the mount-relative path rel ("" is the root).
+func (f *fence) host(rel string) string {
+	switch {
+	case rel == "":
+		return f.source
+	case f.source == "/":
+		return "/" + rel
+	}
+	return f.source + "/" + rel
+}
+
+// deny records a denial and returns EACCES.
+func (f *fence) deny(ctx context.Context, s *snapshot, op, rel, hostPath, rule string) syscall.Errno {
+	ev := Event{Time: time.Now(), Op: op, Path: rel, HostPath: hostPath, Rule: rule}
+	if ev.Path == "" {
+		ev.Path = "."
+	}
+	if s != nil && s.err == nil {
+		ev.Mode = string(s.x.Mode)
+	}
+	if c, ok := fuse.FromContext(ctx); ok {
+		ev.PID, ev.UID = c.Pid, c.Uid
+	}
+	if f.audit != nil {
+		f.audit.Log(ev)
+	}
+	if f.debug {
+		f.logf("denied %s %q (%s) pid %d: %s", op, ev.Path, hostPath, ev.PID, rule)
+	}
+	return syscall.EACCES
+}
+
+// stable is the identity go-fuse keys inodes by. The device is mixed into the inode
+// number as go-fuse's loopback does, so a tree spanning mounts gets no collisions
+// while the source's own device keeps its plain inode numbers; gen tells a reused
+// inode number apart (the birth time where the file system records one).
+func (f *fence) stable(st *unix.Stat_t, gen uint64) fs.StableAttr {
+	swapped := uint64(st.Dev)<<32 | uint64(st.Dev)>>32
+	swappedRoot := f.srcDev<<32 | f.srcDev>>32
+	return fs.StableAttr{
+		Mode: uint32(st.Mode) & unix.S_IFMT,
+		Ino:  (swapped ^ swappedRoot) ^ uint64(st.Ino),
+		Gen:  gen,
+	}
+}

@@ -1,0 +1,214 @@
+package fusefence
+
+import (
+	"context"
+	"errors"
+	"log"
+	"path"
+	"strings"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
+	"github.com/toh-sandbox/toh/canon"
+)
+
+// form says which object a mutation acts on.
+type form int
+
+const (
+	// formEntry is the name itself, in its parent directory: the parent is
+	// canonicalized and the last component is not followed (create, mkdir, mknod,
+	// symlink, link, unlink, rmdir, rename; attributes of a symlink node).
+	formEntry form = iota
+	// formInode is what the path leads to: the whole path is canonicalized, a
+	// symlink in the last component included (open for writing, truncate, chmod,
+	// chown, utimes, xattrs).
+	formInode
+)
+
+// grant is a decision to allow one mutation, and where to perform it.
+type grant struct {
+	f      *fence
+	s      *snapshot
+	ctx    context.Context
+	op     string
+	rel    string    // mount-relative, for the audit log
+	target string    // canonical host target
+	p      placement // the writable root and the target relative to it
+	rootFd int
+
+	// The canonical parent's identity when the decision was made; the descriptor
+	// the mutation goes through must still be that directory.
+	parentDev, parentIno uint64
+	parentMode           uint32 // set by parent()
+}
+
+// judge re-resolves the mount-relative path rel now and decides the mutation op
+// under snapshot s. On a denial the event is logged and EACCES returned.
+func (f *fence) judge(ctx context.Context, s *snapshot, op, rel string, fm form, r reach) (*grant, syscall.Errno) {
+	if s.err != nil {
+		return nil, f.deny(ctx, s, op, rel, f.host(rel), RulePolicyInvalid)
+	}
+	target := f.canonical(rel, fm)
+	p, rule := place(s.x, target, r, f.auditPath)
+	if rule == "" && fm == formEntry && p.Rel == "." {
+		// A root's own name lives in its parent, outside the root.
+		rule = RuleOutside
+	}
+	if rule != "" {
+		return nil, f.deny(ctx, s, op, rel, target, rule)
+	}
+	rootFd, ok := s.roots[p.Root]
+	if !ok {
+		return nil, syscall.ENOENT // the root does not exist, so neither does anything beneath it
+	}
+	g := &grant{f: f, s: s, ctx: ctx, op: op, rel: rel, target: target, p: p, rootFd: rootFd}
+	if p.Rel != "." {
+		var st unix.Stat_t
+		if err := unix.Stat(path.Dir(target), &st); err != nil {
+			return nil, toErrno(err)
+		}
+		g.parentDev, g.parentIno = uint64(st.Dev), st.Ino
+	}
+	return g, 0
+}
+
+// canonical is the canonical host target of rel in form fm.
+func (f *fence) canonical(rel string, fm form) string {
+	if fm == formInode || rel == "" {
+		return canon.Canonical(f.host(rel))
+	}
+	dir, base := "", rel
+	if i := strings.LastIndexByte(rel, '/'); i >= 0 {
+		dir, base = rel[:i], rel[i+1:]
+	}
+	parent := canon.Canonical(f.host(dir))
+	if parent == "/" {
+		return "/" + base
+	}
+	return parent + "/" + base
+}
+
+// parent opens the target's parent directory beneath the writable root, without
+// following any symlink, and checks it is the directory the decision was made on.
+// The caller closes dirFd and performs the mutation on base relative to it.
+func (g *grant) parent() (dirFd int, base string, errno syscall.Errno) {
+	dirFd, base, err := canon.OpenParentBeneath(g.rootFd, g.p.Rel)
+	if err != nil {
+		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EXDEV) {
+			// The path was canonical a moment ago: a symlink appeared on it since.
+			return -1, "", g.race()
+		}
+		return -1, "", toErrno(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(dirFd, &st); err != nil {
+		unix.Close(dirFd)
+		return -1, "", toErrno(err)
+	}
+	if uint64(st.Dev) != g.parentDev || st.Ino != g.parentIno {
+		unix.Close(dirFd)
+		return -1, "", g.race()
+	}
+	g.parentMode = st.Mode
+	return dirFd, base, 0
+}
+
+// leaf opens the target itself as O_PATH without following it, for inode
+// mutations. dirFd is -1 when the target is the writable root itself.
+func (g *grant) leaf() (leafFd, dirFd int, base string, st unix.Stat_t, errno syscall.Errno) {
+	if g.p.Rel == "." {
+		fd, err := canon.OpenBeneath(g.rootFd, ".", unix.O_PATH|unix.O_DIRECTORY, 0)
+		if err != nil {
+			return -1, -1, "", st, toErrno(err)
+		}
+		if err := unix.Fstat(fd, &st); err != nil {
+			unix.Close(fd)
+			return -1, -1, "", st, toErrno(err)
+		}
+		return fd, -1, "", st, 0
+	}
+	dirFd, base, errno = g.parent()
+	if errno != 0 {
+		return -1, -1, "", st, errno
+	}
+	fd, err := unix.Openat(dirFd, base, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err == nil {
+		err = unix.Fstat(fd, &st)
+		if err != nil {
+			unix.Close(fd)
+		}
+	}
+	if err != nil {
+		unix.Close(dirFd)
+		return -1, -1, "", st, toErrno(err)
+	}
+	return fd, dirFd, base, st, 0
+}
+
+// race denies because the tree changed between the decision and the mutation.
+func (g *grant) race() syscall.Errno {
+	return g.f.deny(g.ctx, g.s, g.op, g.rel, g.target, RuleSymlinkRace)
+}
+
+// singleLink denies content and metadata changes of a non-directory with more than
+// one link: the other names may lie outside every writable root, and no system
+// call lists them.
+func (g *grant) singleLink(st *unix.Stat_t) syscall.Errno {
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR && st.Nlink > 1 {
+		return g.f.deny(g.ctx, g.s, g.op, g.rel, g.target, RuleMultiplyLinked)
+	}
+	return 0
+}
+
+// chownNew gives an entry the fence created as root to the caller, as a local file
+// system would; in a set-group-ID directory the group stays the directory's.
+func (g *grant) chownNew(dirFd int, name string) {
+	if !g.f.asRoot {
+		return
+	}
+	c, ok := fuse.FromContext(g.ctx)
+	if !ok {
+		return
+	}
+	gid := int(c.Gid)
+	if g.parentMode&unix.S_ISGID != 0 {
+		gid = -1
+	}
+	if c.Uid == 0 && (gid == 0 || gid == -1) {
+		return
+	}
+	if err := unix.Fchownat(dirFd, name, int(c.Uid), gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		g.f.logf("chown of new entry %q to the caller: %v", g.rel, err)
+	}
+}
+
+// toErrno maps an error to the errno FUSE returns: the errno it wraps, else EIO.
+// ENOSYS becomes EOPNOTSUPP: the kernel would take ENOSYS as "this file system never
+// implements the request" and stop sending it for the life of the mount.
+func toErrno(err error) syscall.Errno {
+	if err == nil {
+		return 0
+	}
+	var e syscall.Errno
+	if errors.As(err, &e) {
+		if e == syscall.ENOSYS {
+			return syscall.EOPNOTSUPP
+		}
+		return e
+	}
+	return syscall.EIO
+}
+
+func newLogger(logf func(string, ...any)) *log.Logger {
+	return log.New(logWriter(logf), "", 0)
+}
+
+type logWriter func(string, ...any)
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w("%s", strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
+}

@@ -1,0 +1,254 @@
+package fusefence
+
+import (
+	"context"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+)
+
+// Namespace mutations: each judges the name in its parent (formEntry) and acts on
+// it with an *at call relative to the verified parent descriptor.
+
+var _ = (fs.NodeMkdirer)((*node)(nil))
+
+func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	s := n.f.acquire()
+	defer s.release()
+	// reachInode: an empty directory at an ancestor of a protected path (mkdir .git)
+	// is harmless, since the protected path beneath it stays denied.
+	g, errno := n.f.judge(ctx, s, "mkdir", childRel(n.rel(), name), formEntry, reachInode)
+	if errno != 0 {
+		return nil, errno
+	}
+	dirFd, base, errno := g.parent()
+	if errno != 0 {
+		return nil, errno
+	}
+	defer unix.Close(dirFd)
+	if err := unix.Mkdirat(dirFd, base, mode&0o7777); err != nil {
+		return nil, toErrno(err)
+	}
+	g.chownNew(dirFd, base)
+	return n.newEntry(ctx, dirFd, base, out)
+}
+
+var _ = (fs.NodeMknoder)((*node)(nil))
+
+// Mknod denies device nodes in every mode, danger-full-access included: a device
+// node is a door to whatever it names, not a file effect the modes describe. FIFOs,
+// sockets and regular files follow the policy.
+func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	s := n.f.acquire()
+	defer s.release()
+	rel := childRel(n.rel(), name)
+	switch mode & unix.S_IFMT {
+	case unix.S_IFCHR, unix.S_IFBLK:
+		return nil, n.f.deny(ctx, s, "mknod", rel, n.f.canonical(rel, formEntry), RuleDeviceNode)
+	case unix.S_IFREG, unix.S_IFIFO, unix.S_IFSOCK, 0:
+	default:
+		return nil, syscall.EINVAL
+	}
+	g, errno := n.f.judge(ctx, s, "mknod", rel, formEntry, reachCarrier)
+	if errno != 0 {
+		return nil, errno
+	}
+	dirFd, base, errno := g.parent()
+	if errno != 0 {
+		return nil, errno
+	}
+	defer unix.Close(dirFd)
+	if err := unix.Mknodat(dirFd, base, mode, int(dev)); err != nil {
+		return nil, toErrno(err)
+	}
+	g.chownNew(dirFd, base)
+	return n.newEntry(ctx, dirFd, base, out)
+}
+
+var _ = (fs.NodeSymlinker)((*node)(nil))
+
+// Symlink creates any link text: a link is judged where it leads only when
+// something is done through it. A link the mirror will not expose (its text could
+// leave the mount) must still be answered as a symlink; its dentry is invalidated
+// right after, so the next lookup shows it as what it leads to.
+func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	s := n.f.acquire()
+	defer s.release()
+	rel := childRel(n.rel(), name)
+	g, errno := n.f.judge(ctx, s, "symlink", rel, formEntry, reachCarrier)
+	if errno != 0 {
+		return nil, errno
+	}
+	dirFd, base, errno := g.parent()
+	if errno != 0 {
+		return nil, errno
+	}
+	defer unix.Close(dirFd)
+	if err := unix.Symlinkat(target, dirFd, base); err != nil {
+		return nil, toErrno(err)
+	}
+	g.chownNew(dirFd, base)
+	child, errno := n.newEntry(ctx, dirFd, base, out)
+	if errno == 0 && !safeLinkText(target, depthOf(n.rel())) {
+		n.notifyEntryLater(name)
+	}
+	return child, errno
+}
+
+var _ = (fs.NodeLinker)((*node)(nil))
+
+// Link judges both names: the source must lie in a writable root (a hard link
+// would otherwise carry an outside file in, where it could be written) and not be
+// protected (its link count and ctime change); the new name is a carrier.
+func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	src, ok := target.(*node)
+	if !ok {
+		return nil, syscall.EXDEV
+	}
+	s := n.f.acquire()
+	defer s.release()
+	srcRel := src.rel()
+	rel := childRel(n.rel(), name)
+	gs, errno := n.f.judge(ctx, s, "link", srcRel, formEntry, reachInode)
+	if errno != 0 {
+		return nil, errno
+	}
+	gd, errno := n.f.judge(ctx, s, "link", rel, formEntry, reachCarrier)
+	if errno != 0 {
+		return nil, errno
+	}
+	sDir, sBase, errno := gs.parent()
+	if errno != 0 {
+		return nil, errno
+	}
+	defer unix.Close(sDir)
+	dDir, dBase, errno := gd.parent()
+	if errno != 0 {
+		return nil, errno
+	}
+	defer unix.Close(dDir)
+	// No AT_SYMLINK_FOLLOW: a source that is an escaping symlink shown as its target
+	// is linked as the symlink, and judged where it leads whenever it is used.
+	if err := unix.Linkat(sDir, sBase, dDir, dBase, 0); err != nil {
+		return nil, toErrno(err)
+	}
+	st, gen, errno := n.f.present(rel)
+	if errno != 0 {
+		return nil, errno
+	}
+	out.Attr.FromStat(sysStat(&st))
+	return n.NewInode(ctx, &node{f: n.f}, n.f.stable(&st, gen)), 0
+}
+
+var _ = (fs.NodeUnlinker)((*node)(nil))
+
+func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
+	return n.remove(ctx, "unlink", name, 0)
+}
+
+var _ = (fs.NodeRmdirer)((*node)(nil))
+
+func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
+	return n.remove(ctx, "rmdir", name, unix.AT_REMOVEDIR)
+}
+
+// remove unlinks one name. Removing a strict ancestor of a protected path is
+// allowed: rmdir needs it empty, and a non-directory holds nothing.
+func (n *node) remove(ctx context.Context, op, name string, flags int) syscall.Errno {
+	s := n.f.acquire()
+	defer s.release()
+	g, errno := n.f.judge(ctx, s, op, childRel(n.rel(), name), formEntry, reachInode)
+	if errno != 0 {
+		return errno
+	}
+	dirFd, base, errno := g.parent()
+	if errno != 0 {
+		return errno
+	}
+	defer unix.Close(dirFd)
+	return toErrno(unix.Unlinkat(dirFd, base, flags))
+}
+
+var _ = (fs.NodeRenamer)((*node)(nil))
+
+// Rename judges both ends as carriers (RENAME_EXCHANGE moves both ways, and a
+// plain rename removes the source's name and replaces the destination), then
+// renames between the two verified parents. Flags other than RENAME_NOREPLACE and
+// RENAME_EXCHANGE (RENAME_WHITEOUT makes a device node) are refused.
+func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	if flags&^(unix.RENAME_NOREPLACE|unix.RENAME_EXCHANGE) != 0 {
+		return syscall.EINVAL
+	}
+	np, ok := newParent.(*node)
+	if !ok {
+		return syscall.EXDEV
+	}
+	s := n.f.acquire()
+	defer s.release()
+	g1, errno := n.f.judge(ctx, s, "rename", childRel(n.rel(), name), formEntry, reachCarrier)
+	if errno != 0 {
+		return errno
+	}
+	g2, errno := n.f.judge(ctx, s, "rename", childRel(np.rel(), newName), formEntry, reachCarrier)
+	if errno != 0 {
+		return errno
+	}
+	d1, b1, errno := g1.parent()
+	if errno != 0 {
+		return errno
+	}
+	defer unix.Close(d1)
+	d2, b2, errno := g2.parent()
+	if errno != 0 {
+		return errno
+	}
+	defer unix.Close(d2)
+	if err := unix.Renameat2(d1, b1, d2, b2, uint(flags)); err != nil {
+		return toErrno(err)
+	}
+	// A symlink's exposure depends on its depth: have the kernel look the moved
+	// names up again instead of trusting the old verdict.
+	if ch := n.GetChild(name); ch != nil && ch.StableAttr().Mode == unix.S_IFLNK {
+		np.notifyEntryLater(newName)
+	}
+	if flags&unix.RENAME_EXCHANGE != 0 {
+		if ch := np.GetChild(newName); ch != nil && ch.StableAttr().Mode == unix.S_IFLNK {
+			n.notifyEntryLater(name)
+		}
+	}
+	return 0
+}
+
+// newEntry answers a creation with the new entry as it is on the host (lstat
+// relative to the verified parent).
+func (n *node) newEntry(ctx context.Context, dirFd int, base string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	var st unix.Stat_t
+	gen, err := statxAt(dirFd, base, unix.AT_SYMLINK_NOFOLLOW, &st)
+	if err != nil {
+		return nil, toErrno(err)
+	}
+	out.Attr.FromStat(sysStat(&st))
+	return n.NewInode(ctx, &node{f: n.f}, n.f.stable(&st, gen)), 0
+}
+
+// notifyEntryLater invalidates the kernel's dentry for name in n once the current
+// request is answered. It must not happen inside the request: the kernel holds the
+// directory's lock until the answer, and the notification waits for that lock.
+func (n *node) notifyEntryLater(name string) {
+	go n.NotifyEntry(name)
+}
+
+func depthOf(rel string) int {
+	if rel == "" {
+		return 0
+	}
+	d := 1
+	for i := 0; i < len(rel); i++ {
+		if rel[i] == '/' {
+			d++
+		}
+	}
+	return d
+}

@@ -1,0 +1,299 @@
+package fusefence
+
+import (
+	"context"
+	"strings"
+	"syscall"
+	"unsafe"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
+	"github.com/toh-sandbox/toh/canon"
+)
+
+// node is one file, directory or symlink of the mirror. It holds no descriptor
+// and no host path: every request recomputes the host path from the node's
+// position in the tree, and every mutation re-resolves it (see judge).
+type node struct {
+	fs.Inode
+	f *fence
+}
+
+// rel is the node's mount-relative path ("" for the root).
+func (n *node) rel() string { return n.Path(n.f.root.EmbeddedInode()) }
+
+func childRel(parent, name string) string {
+	if parent == "" {
+		return name
+	}
+	return parent + "/" + name
+}
+
+func (n *node) isSymlink() bool { return n.StableAttr().Mode == unix.S_IFLNK }
+
+var _ = (fs.NodeLookuper)((*node)(nil))
+
+func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	st, gen, errno := n.f.present(childRel(n.rel(), name))
+	if errno != 0 {
+		return nil, errno
+	}
+	out.Attr.FromStat(sysStat(&st))
+	return n.NewInode(ctx, &node{f: n.f}, n.f.stable(&st, gen)), 0
+}
+
+// present returns what the mirror shows at rel: the host entry itself, or, for a
+// symlink the kernel could follow out of the mount (see exposable), what it leads
+// to. Such a symlink that leads nowhere is not shown at all (ENOENT); creating at
+// its name goes through the fence and lands where it points, if allowed.
+func (f *fence) present(rel string) (st unix.Stat_t, gen uint64, errno syscall.Errno) {
+	host := f.host(rel)
+	gen, err := statx(host, unix.AT_SYMLINK_NOFOLLOW, &st)
+	if err != nil {
+		return st, 0, toErrno(err)
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFLNK && !f.exposable(rel, &st) {
+		if gen, err = statx(host, 0, &st); err != nil {
+			return st, 0, syscall.ENOENT
+		}
+	}
+	return st, gen, 0
+}
+
+// exposable reports whether the host symlink at rel may be shown as a symlink. The
+// kernel resolves a FUSE symlink itself, so a target that leaves the mount would
+// let writes land outside without ever reaching the fence. A link is shown only if
+// its text is relative, climbs ("..") only at its start and no higher than the
+// mount root, and its directory is reached without symlinks on the host (so the
+// mount and the host agree on what the ".." mean); and it has a single link (a
+// hard-linked symlink sits at several depths at once). Every exposed link only
+// ever climbs to a real ancestor and then descends, so no chain of them can leave
+// the mount. Other links are shown as what they lead to.
+func (f *fence) exposable(rel string, st *unix.Stat_t) bool {
+	if st.Nlink != 1 {
+		return false
+	}
+	text, err := readlink(f.host(rel))
+	if err != nil {
+		return false
+	}
+	dir := ""
+	if i := strings.LastIndexByte(rel, '/'); i >= 0 {
+		dir = rel[:i]
+	}
+	depth := 0
+	if dir != "" {
+		depth = strings.Count(dir, "/") + 1
+	}
+	if !safeLinkText(text, depth) {
+		return false
+	}
+	return dir == "" || canon.Canonical(f.host(dir)) == f.host(dir)
+}
+
+// safeLinkText: relative, ".." only before the first name, at most depth of them.
+func safeLinkText(text string, depth int) bool {
+	if text == "" || text[0] == '/' {
+		return false
+	}
+	ups, down := 0, false
+	for _, c := range strings.Split(text, "/") {
+		switch c {
+		case "", ".":
+		case "..":
+			if down {
+				return false
+			}
+			ups++
+		default:
+			down = true
+		}
+	}
+	return ups <= depth
+}
+
+func readlink(path string) (string, error) {
+	for size := 256; ; size *= 2 {
+		buf := make([]byte, size)
+		n, err := unix.Readlink(path, buf)
+		if err != nil {
+			return "", err
+		}
+		if n < size {
+			return string(buf[:n]), nil
+		}
+	}
+}
+
+var _ = (fs.NodeGetattrer)((*node)(nil))
+
+func (n *node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	if h, ok := fh.(*handle); ok {
+		return h.getattr(out)
+	}
+	var st unix.Stat_t
+	host := n.f.host(n.rel())
+	err := unix.Lstat(host, &st)
+	if err == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK && !n.isSymlink() {
+		err = unix.Stat(host, &st) // an escaping symlink shown as its target
+	}
+	if err != nil {
+		return toErrno(err)
+	}
+	out.FromStat(sysStat(&st))
+	return 0
+}
+
+var _ = (fs.NodeReadlinker)((*node)(nil))
+
+// Readlink rechecks that the link may be exposed: it may have been renamed to a
+// depth where its text would leave the mount. Such a link fails with EIO until the
+// kernel looks its name up again (at most the entry timeout) and gets it shown as
+// its target.
+func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
+	rel := n.rel()
+	var st unix.Stat_t
+	if err := unix.Lstat(n.f.host(rel), &st); err != nil {
+		return nil, toErrno(err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFLNK || !n.f.exposable(rel, &st) {
+		return nil, syscall.EIO
+	}
+	text, err := readlink(n.f.host(rel))
+	if err != nil {
+		return nil, toErrno(err)
+	}
+	return []byte(text), 0
+}
+
+var _ = (fs.NodeReaddirer)((*node)(nil))
+
+// Readdir lists the directory at once, showing each symlink as Lookup will.
+func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
+	rel := n.rel()
+	host := n.f.host(rel)
+	var dirSt unix.Stat_t
+	if err := unix.Stat(host, &dirSt); err != nil {
+		return nil, toErrno(err)
+	}
+	ds, errno := fs.NewLoopbackDirStream(host)
+	if errno != 0 {
+		return nil, errno
+	}
+	defer ds.Close()
+	var list []fuse.DirEntry
+	for ds.HasNext() {
+		e, errno := ds.Next()
+		if errno != 0 {
+			return nil, errno
+		}
+		if e.Mode&unix.S_IFMT == unix.S_IFLNK {
+			st, gen, errno := n.f.present(childRel(rel, e.Name))
+			if errno != 0 {
+				continue // an escaping symlink that leads nowhere is not shown
+			}
+			e.Mode = uint32(st.Mode) & unix.S_IFMT
+			e.Ino = n.f.stable(&st, gen).Ino
+		} else {
+			e.Ino = n.f.stable(&unix.Stat_t{Dev: dirSt.Dev, Ino: e.Ino}, 0).Ino
+		}
+		list = append(list, e)
+	}
+	return fs.NewListDirStream(list), 0
+}
+
+var _ = (fs.NodeGetxattrer)((*node)(nil))
+
+func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	var sz int
+	var err error
+	if n.isSymlink() {
+		sz, err = unix.Lgetxattr(n.f.host(n.rel()), attr, dest)
+	} else {
+		sz, err = unix.Getxattr(n.f.host(n.rel()), attr, dest)
+	}
+	return uint32(max(sz, 0)), toErrno(err)
+}
+
+var _ = (fs.NodeListxattrer)((*node)(nil))
+
+func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
+	var sz int
+	var err error
+	if n.isSymlink() {
+		sz, err = unix.Llistxattr(n.f.host(n.rel()), dest)
+	} else {
+		sz, err = unix.Listxattr(n.f.host(n.rel()), dest)
+	}
+	return uint32(max(sz, 0)), toErrno(err)
+}
+
+var _ = (fs.NodeStatfser)((*node)(nil))
+
+func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(n.f.host(n.rel()), &st); err != nil {
+		return toErrno(err)
+	}
+	out.FromStatfsT(&st)
+	return 0
+}
+
+var _ = (fs.NodeFsyncer)((*node)(nil))
+
+// Fsync persists what was already written; it changes nothing and is not fenced.
+func (n *node) Fsync(ctx context.Context, fh fs.FileHandle, flags uint32) syscall.Errno {
+	if h, ok := fh.(*handle); ok {
+		return h.fsync(flags)
+	}
+	fd, err := unix.Open(n.f.host(n.rel()), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return toErrno(err)
+	}
+	defer unix.Close(fd)
+	return toErrno(unix.Fsync(fd))
+}
+
+// sysStat views a unix.Stat_t as the syscall.Stat_t go-fuse takes; on Linux both
+// are the kernel's struct stat.
+func sysStat(st *unix.Stat_t) *syscall.Stat_t { return (*syscall.Stat_t)(unsafe.Pointer(st)) }
+
+// statx stats path and returns the birth time as a generation number (1 where the
+// file system has none), so a reused inode number is not taken for the old file.
+func statx(path string, flags int, st *unix.Stat_t) (gen uint64, err error) {
+	return statxAt(unix.AT_FDCWD, path, flags, st)
+}
+
+func statxAt(dirFd int, path string, flags int, st *unix.Stat_t) (gen uint64, err error) {
+	var x unix.Statx_t
+	if err := unix.Statx(dirFd, path, flags, unix.STATX_BASIC_STATS|unix.STATX_BTIME, &x); err != nil {
+		if err != unix.ENOSYS {
+			return 0, err
+		}
+		return 1, unix.Fstatat(dirFd, path, st, flags)
+	}
+	// Field widths differ between architectures; setNum converts to whatever they are.
+	*st = unix.Stat_t{}
+	setNum(&st.Dev, int64(unix.Mkdev(x.Dev_major, x.Dev_minor)))
+	setNum(&st.Ino, int64(x.Ino))
+	setNum(&st.Nlink, int64(x.Nlink))
+	setNum(&st.Mode, int64(x.Mode))
+	setNum(&st.Uid, int64(x.Uid))
+	setNum(&st.Gid, int64(x.Gid))
+	setNum(&st.Rdev, int64(unix.Mkdev(x.Rdev_major, x.Rdev_minor)))
+	setNum(&st.Size, int64(x.Size))
+	setNum(&st.Blksize, int64(x.Blksize))
+	setNum(&st.Blocks, int64(x.Blocks))
+	st.Atim = unix.NsecToTimespec(x.Atime.Sec*1e9 + int64(x.Atime.Nsec))
+	st.Mtim = unix.NsecToTimespec(x.Mtime.Sec*1e9 + int64(x.Mtime.Nsec))
+	st.Ctim = unix.NsecToTimespec(x.Ctime.Sec*1e9 + int64(x.Ctime.Nsec))
+	gen = 1
+	if x.Mask&unix.STATX_BTIME != 0 {
+		gen = uint64(x.Btime.Sec)*1e9 + uint64(x.Btime.Nsec)
+	}
+	return gen, nil
+}
+
+func setNum[T ~int16 | ~int32 | ~int64 | ~uint16 | ~uint32 | ~uint64](dst *T, v int64) { *dst = T(v) }

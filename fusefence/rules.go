@@ -1,0 +1,113 @@
+package fusefence
+
+import (
+	"strings"
+
+	"github.com/toh-sandbox/toh/canon"
+	"github.com/toh-sandbox/toh/policy"
+)
+
+// Rule names the reason of a denial in the audit log. The vocabulary is closed.
+const (
+	RuleReadOnly       = "read-only"              // the mode is read-only
+	RuleOutside        = "outside-writable-roots" // the real target is in no writable root
+	RuleProtected      = "protected"              // the target is, is beneath, or would replace a protect entry
+	RulePolicyFile     = "policy-file"            // the policy file or its lock file
+	RuleAuditLog       = "audit-log"              // the fence's own audit log
+	RuleDeviceNode     = "device-node"            // mknod of a character or block device, in every mode
+	RuleSymlinkRace    = "symlink-race"           // the tree changed between the check and the mutation
+	RuleMultiplyLinked = "multiply-linked"        // content or metadata of a file with more than one link
+	RulePolicyInvalid  = "policy-invalid"         // the policy file is malformed; every mutation is denied
+	RuleIoctl          = "ioctl"                  // an ioctl outside the allowlist
+)
+
+// Rules lists every rule name, for validating queries.
+var Rules = []string{
+	RuleReadOnly, RuleOutside, RuleProtected, RulePolicyFile, RuleAuditLog, RuleDeviceNode,
+	RuleSymlinkRace, RuleMultiplyLinked, RulePolicyInvalid, RuleIoctl,
+}
+
+// reach says how far a mutation's effect extends, which decides how guarded paths
+// (protect entries, the policy file, the audit log) constrain it.
+type reach int
+
+const (
+	// reachInode changes an existing object (content, mode, owner, times, xattrs) or
+	// removes one name (unlink, rmdir) or makes one empty directory (mkdir): denied
+	// at or beneath a guarded path.
+	reachInode reach = iota
+	// reachCarrier puts something at a name that may hold or redirect a guarded path:
+	// both ends of a rename, a new symlink, a new hard link, a new non-directory.
+	// Also denied at a strict ancestor of a guarded path, or `mv .git x` and
+	// `mv prepared .git` (or a .git file or symlink naming another git directory)
+	// would move protected content out of reach or swap in new content.
+	reachCarrier
+)
+
+// placement is where an allowed mutation is performed: relative to the writable root
+// Root, at Rel ("." for the root itself).
+type placement struct {
+	Root string
+	Rel  string
+}
+
+// place decides one mutation of the canonical host path target under x. It is a pure
+// function of strings: the caller canonicalized target immediately before, and
+// performs the mutation relative to a descriptor of the returned root, so the
+// decision and the mechanism refer to the same place. extraGuarded are further
+// absolute paths that stay read-only (the audit log), with their rule.
+//
+// In danger-full-access the root is "/" and nothing is guarded (the SPEC lets that
+// mode write the policy file too). Device nodes are the caller's business: they are
+// denied before this is consulted.
+func place(x policy.Execution, target string, r reach, audit string) (placement, string) {
+	if x.Mode == policy.DangerFullAccess {
+		return placement{Root: "/", Rel: relTo(target, "/")}, ""
+	}
+	if x.Mode != policy.WorkspaceWrite {
+		return placement{}, RuleReadOnly
+	}
+	var best string
+	for _, root := range x.WritableRoots {
+		if !canon.LexicallyWithin(target, root) {
+			continue
+		}
+		for _, p := range x.Protect {
+			if guards(root+"/"+p, target, r) {
+				return placement{}, RuleProtected
+			}
+		}
+		if len(root) > len(best) {
+			best = root
+		}
+	}
+	if best == "" {
+		return placement{}, RuleOutside
+	}
+	if x.PolicyFile != "" && (guards(x.PolicyFile, target, r) || guards(x.PolicyFile+".lock", target, r)) {
+		return placement{}, RulePolicyFile
+	}
+	if audit != "" && guards(audit, target, r) {
+		return placement{}, RuleAuditLog
+	}
+	return placement{Root: best, Rel: relTo(target, best)}, ""
+}
+
+// guards reports whether a mutation of reach r at target touches the guarded path g.
+func guards(g, target string, r reach) bool {
+	if canon.LexicallyWithin(target, g) {
+		return true
+	}
+	return r == reachCarrier && canon.LexicallyWithin(g, target)
+}
+
+// relTo is target relative to root, which contains it.
+func relTo(target, root string) string {
+	if target == root {
+		return "."
+	}
+	if root == "/" {
+		return target[1:]
+	}
+	return strings.TrimPrefix(target, root+"/")
+}
