@@ -1,0 +1,279 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// fenceChecks are the checks fenceAsRoot reports; when toh-mount is not in the image
+// each of them is skipped (or failed, when it did not build) with the reason.
+var fenceChecks = []struct{ name, expected string }{
+	{"fence-mount", "mounted"},
+	{"fence-read", "reads pass through"},
+	{"fence-deny", "EACCES, file absent in SOURCE"},
+	{"fence-allow", "write lands in SOURCE"},
+	{"fence-unmount", "toh-mount -u: exit=0, unmounted, daemon exited"},
+}
+
+var fenceUnprivChecks = []struct{ name, expected string }{
+	{"fuse-0666-mount", "mounted, reads pass through, unmounted"},
+	{"fuse-0600-mode", "crw-------"},
+	{"fuse-0600-refused", "exit!=0, not mounted, message names /dev/fuse"},
+}
+
+// tohMountReady reports whether toh-mount is in the image; otherwise it records every
+// check as skipped (not written yet) or failed (it did not build) and returns false.
+func tohMountReady(r *reporter, checks []struct{ name, expected string }) bool {
+	st := status(mountStatus)
+	if st == "built" && exists(tohMount) {
+		return true
+	}
+	for _, c := range checks {
+		if strings.HasPrefix(st, "build-failed") {
+			r.add(c.name, c.expected, "toh-mount did not build", false)
+			r.detail(c.name, st)
+		} else {
+			r.skip(c.name, c.expected, "toh-mount is not in the tree yet")
+		}
+	}
+	return false
+}
+
+// fenceAsRoot mounts SOURCE with a workspace-write policy whose writable root is
+// SOURCE/allowed and checks a denied and an allowed write through the mount.
+func fenceAsRoot(r *reporter) {
+	if !tohMountReady(r, fenceChecks) {
+		return
+	}
+	src, mnt := "/srv/fence/src", "/srv/fence/mnt"
+	for _, d := range []string{src + "/allowed", mnt, "/etc/toh-vm"} {
+		os.MkdirAll(d, 0o755)
+	}
+	os.WriteFile(src+"/existing.txt", []byte("through the fence\n"), 0o644)
+	pol := "/etc/toh-vm/fence-policy.json"
+	os.WriteFile(pol, []byte(`{"version": 1, "mode": "workspace-write", "workspaceRoot": "`+src+`/allowed"}`+"\n"), 0o644)
+
+	d := startDaemon(false, "/", tohMount, "--policy", pol, "--audit", "/run/toh-fence-audit.jsonl", src, mnt)
+	if !d.waitMounted(mnt) {
+		r.add("fence-mount", "mounted", "not mounted: "+d.state(), false)
+		r.detail("fence-mount", d.stderr.String())
+		d.kill()
+		return
+	}
+	r.add("fence-mount", "mounted", "mounted", true)
+
+	b, err := os.ReadFile(mnt + "/existing.txt")
+	r.add("fence-read", "reads pass through", errText(err, string(b) == "through the fence\n", "reads pass through"), err == nil && string(b) == "through the fence\n")
+
+	err = os.WriteFile(mnt+"/denied.txt", []byte("x"), 0o644)
+	r.add("fence-deny", "EACCES, file absent in SOURCE", fmt.Sprintf("%s, file %s in SOURCE", errnoName(err), presence(src+"/denied.txt")),
+		errors.Is(err, syscall.EACCES) && !exists(src+"/denied.txt"))
+
+	err = os.WriteFile(mnt+"/allowed/new.txt", []byte("landed\n"), 0o644)
+	got := readTrim(src + "/allowed/new.txt")
+	r.add("fence-allow", "write lands in SOURCE", fmt.Sprintf("%s, SOURCE has %q", errnoName(err), got), err == nil && got == "landed")
+
+	res := asRoot(tohMount, "-u", mnt)
+	exited := d.waitExit(30 * time.Second)
+	mounted := isMounted(mnt)
+	r.add("fence-unmount", "toh-mount -u: exit=0, unmounted, daemon exited",
+		fmt.Sprintf("toh-mount -u: exit=%d, %s, daemon %s", res.code, mountedText(mounted), exitedText(exited)),
+		res.code == 0 && !mounted && exited)
+	if res.code != 0 {
+		r.detail("fence-unmount", res.stderr)
+	}
+	d.kill()
+}
+
+// fenceUnprivileged: as the unprivileged user, toh-mount mounts while /dev/fuse is
+// 0666 and fails with a message naming /dev/fuse once it is 0600.
+func fenceUnprivileged(r *reporter) {
+	if !tohMountReady(r, fenceUnprivChecks) {
+		return
+	}
+	src, mnt := home+"/fsrc", home+"/fmnt"
+	for _, d := range []string{src, mnt} {
+		os.MkdirAll(d, 0o755)
+		os.Chown(d, userID, userID)
+	}
+	os.WriteFile(src+"/file.txt", []byte("hello\n"), 0o644)
+
+	os.Chmod("/dev/fuse", 0o666)
+	d := startDaemon(true, workspace, tohMount, src, mnt)
+	mounted := d.waitMounted(mnt)
+	read := false
+	if mounted {
+		b, err := os.ReadFile(mnt + "/file.txt")
+		read = err == nil && string(b) == "hello\n"
+	}
+	un := asUser(tohMount, "-u", mnt)
+	exited := d.waitExit(30 * time.Second)
+	obs := fmt.Sprintf("%s, read %t, toh-mount -u exit=%d, now %s, daemon %s", mountedText(mounted), read, un.code, mountedText(isMounted(mnt)), exitedText(exited))
+	ok := mounted && read && un.code == 0 && !isMounted(mnt) && exited
+	r.add("fuse-0666-mount", "mounted, reads pass through, unmounted", obs, ok)
+	if !ok {
+		r.detail("fuse-0666-mount", d.stderr.String()+un.stderr)
+	}
+	d.kill()
+
+	os.Chmod("/dev/fuse", 0o600)
+	fi, err := os.Stat("/dev/fuse")
+	mode := "error"
+	if err == nil {
+		mode = fi.Mode().String()
+	}
+	r.add("fuse-0600-mode", "crw-------", mode, mode == "Dcrw-------")
+
+	res := asUser(tohMount, src, mnt)
+	msg := firstLine(res.stderr, "/dev/fuse")
+	r.add("fuse-0600-refused", "exit!=0, not mounted, message names /dev/fuse",
+		fmt.Sprintf("exit=%d, %s, message: %s", res.code, mountedText(isMounted(mnt)), orNone(msg)),
+		res.code > 0 && !isMounted(mnt) && msg != "")
+	if msg == "" {
+		r.detail("fuse-0600-refused", res.stderr)
+	}
+}
+
+// daemon is a background process (toh-mount in the foreground mode).
+type daemon struct {
+	cmd    *exec.Cmd
+	stderr bytes.Buffer
+	done   chan struct{}
+	err    error
+}
+
+func startDaemon(unprivileged bool, dir string, argv ...string) *daemon {
+	d := &daemon{done: make(chan struct{})}
+	d.cmd = exec.Command(argv[0], argv[1:]...)
+	d.cmd.Dir = dir
+	d.cmd.Env = []string{"PATH=/usr/bin:/bin:/usr/sbin:/sbin", "HOME=/root", "LANG=C"}
+	if unprivileged {
+		d.cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + home, "USER=" + userName, "LANG=C"}
+		d.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: userID, Gid: userID, Groups: []uint32{}}}
+	}
+	d.cmd.Stdout, d.cmd.Stderr = &d.stderr, &d.stderr
+	if err := d.cmd.Start(); err != nil {
+		d.err = err
+		close(d.done)
+		return d
+	}
+	go func() { d.err = d.cmd.Wait(); close(d.done) }()
+	return d
+}
+
+// waitMounted polls until mnt is a mount point, the daemon exits, or 60 s pass.
+func (d *daemon) waitMounted(mnt string) bool {
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if isMounted(mnt) {
+			return true
+		}
+		select {
+		case <-d.done:
+			return isMounted(mnt)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return false
+}
+
+func (d *daemon) waitExit(t time.Duration) bool {
+	select {
+	case <-d.done:
+		return true
+	case <-time.After(t):
+		return false
+	}
+}
+
+func (d *daemon) state() string {
+	select {
+	case <-d.done:
+		return fmt.Sprintf("daemon exited (%v)", d.err)
+	default:
+		return "daemon still running"
+	}
+}
+
+// kill ends the daemon if it is still running and lazily detaches its mount.
+func (d *daemon) kill() {
+	select {
+	case <-d.done:
+	default:
+		d.cmd.Process.Signal(syscall.SIGTERM)
+		if !d.waitExit(10 * time.Second) {
+			d.cmd.Process.Kill()
+			d.waitExit(5 * time.Second)
+		}
+	}
+}
+
+func isMounted(mnt string) bool {
+	b, _ := os.ReadFile("/proc/self/mounts")
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) > 1 && f[1] == mnt {
+			return true
+		}
+	}
+	return false
+}
+
+func errnoName(err error) string {
+	var en syscall.Errno
+	switch {
+	case err == nil:
+		return "no error"
+	case errors.As(err, &en):
+		return unixErrName(en)
+	default:
+		return err.Error()
+	}
+}
+
+func unixErrName(en syscall.Errno) string {
+	switch en {
+	case syscall.EACCES:
+		return "EACCES"
+	case syscall.EPERM:
+		return "EPERM"
+	case syscall.EROFS:
+		return "EROFS"
+	case syscall.ENOTCONN:
+		return "ENOTCONN"
+	case syscall.EIO:
+		return "EIO"
+	}
+	return fmt.Sprintf("errno %d (%v)", int(en), en)
+}
+
+func errText(err error, ok bool, okText string) string {
+	switch {
+	case err != nil:
+		return err.Error()
+	case !ok:
+		return "content differs"
+	}
+	return okText
+}
+
+func mountedText(m bool) string {
+	if m {
+		return "mounted"
+	}
+	return "not mounted"
+}
+
+func exitedText(e bool) string {
+	if e {
+		return "exited"
+	}
+	return "still running"
+}
