@@ -37,7 +37,8 @@ type env struct {
 	seen      int // audit records already checked
 }
 
-// newEnv builds the tree (MakeTree notation, relative to base), writes a policy
+// newEnv builds the tree (MakeTree notation, relative to base; "$BASE" in a line
+// stands for base, for absolute symlink targets), writes a policy
 // with the given mode and workspace root base/src, and mounts base/src.
 func newEnv(t *testing.T, mode policy.Mode, tree ...string) *env {
 	t.Helper()
@@ -57,7 +58,9 @@ func newEnv(t *testing.T, mode policy.Mode, tree ...string) *env {
 		auditPath: filepath.Join(base, "cfg", "audit.jsonl"),
 	}
 	testutil.MakeTree(t, base, "dir src/.toh", "dir mnt", "dir cfg", "file outside/canary precious")
-	testutil.MakeTree(t, base, tree...)
+	for _, line := range tree {
+		testutil.MakeTree(t, base, strings.ReplaceAll(line, "$BASE", base))
+	}
 	if err := policy.Update(e.policy, func(f *policy.File) error {
 		f.Mode, f.WorkspaceRoot = mode, e.src
 		return nil

@@ -224,6 +224,7 @@ func (f *fence) newSnapshot(gen uint64, x policy.Execution, err error) *snapshot
 	case policy.WorkspaceWrite:
 		roots = x.WritableRoots
 	}
+	f.logf("policy generation %d: mode %s, writable roots %q, protect %q", gen, x.Mode, x.WritableRoots, x.Protect)
 	for _, r := range roots {
 		// Roots are canonical: opening them beneath "/" without following symlinks
 		// keeps a symlink swapped into a root's spelling from moving the root.

@@ -99,9 +99,10 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 
 var _ = (fs.NodeLinker)((*node)(nil))
 
-// Link judges both names: the source must lie in a writable root (a hard link
-// would otherwise carry an outside file in, where it could be written) and not be
-// protected (its link count and ctime change); the new name is a carrier.
+// Link judges both ends. The source is what the source node leads to (a symlink
+// node is linked itself, as link(2) does): it must lie in a writable root, or a
+// hard link would carry an outside file in where it could be written, and must not
+// be protected (its link count and ctime change). The new name is a carrier.
 func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	src, ok := target.(*node)
 	if !ok {
@@ -109,15 +110,21 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	}
 	s := n.f.acquire()
 	defer s.release()
-	srcRel := src.rel()
 	rel := childRel(n.rel(), name)
-	gs, errno := n.f.judge(ctx, s, "link", srcRel, formEntry, reachInode)
+	fm := formInode
+	if src.isSymlink() {
+		fm = formEntry
+	}
+	gs, errno := n.f.judge(ctx, s, "link", src.rel(), fm, reachInode)
 	if errno != 0 {
 		return nil, errno
 	}
 	gd, errno := n.f.judge(ctx, s, "link", rel, formEntry, reachCarrier)
 	if errno != 0 {
 		return nil, errno
+	}
+	if gs.p.Rel == "." {
+		return nil, syscall.EPERM // a writable root is a directory
 	}
 	sDir, sBase, errno := gs.parent()
 	if errno != 0 {
@@ -129,17 +136,10 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 		return nil, errno
 	}
 	defer unix.Close(dDir)
-	// No AT_SYMLINK_FOLLOW: a source that is an escaping symlink shown as its target
-	// is linked as the symlink, and judged where it leads whenever it is used.
 	if err := unix.Linkat(sDir, sBase, dDir, dBase, 0); err != nil {
 		return nil, toErrno(err)
 	}
-	st, gen, errno := n.f.present(rel)
-	if errno != 0 {
-		return nil, errno
-	}
-	out.Attr.FromStat(sysStat(&st))
-	return n.NewInode(ctx, &node{f: n.f}, n.f.stable(&st, gen)), 0
+	return n.newEntry(ctx, dDir, dBase, out)
 }
 
 var _ = (fs.NodeUnlinker)((*node)(nil))

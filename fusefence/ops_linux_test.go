@@ -146,7 +146,7 @@ func everyMutation() []mutation {
 }
 
 func writeAt(path string, flags int, data string) error {
-	fd, err := unix.Open(path, flags|unix.O_CLOEXEC, 0)
+	fd, err := unix.Open(path, flags|unix.O_CLOEXEC, 0o644)
 	if err != nil {
 		return err
 	}
