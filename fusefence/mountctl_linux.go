@@ -33,10 +33,30 @@ func CheckDevFuse() error {
 }
 
 // IsStale reports whether mountpoint is a FUSE mount whose daemon is gone: stat
-// fails with ENOTCONN.
+// fails with ENOTCONN. The stat forces a round trip (AT_STATX_FORCE_SYNC): for up
+// to the attribute timeout after the daemon died, a plain stat answers from the
+// kernel's cache.
 func IsStale(mountpoint string) bool {
-	var st unix.Stat_t
-	return errors.Is(unix.Stat(mountpoint, &st), unix.ENOTCONN)
+	var x unix.Statx_t
+	err := unix.Statx(unix.AT_FDCWD, mountpoint, unix.AT_STATX_FORCE_SYNC, unix.STATX_BASIC_STATS, &x)
+	return errors.Is(err, unix.ENOTCONN)
+}
+
+// RecoverStale detaches stale mounts stacked on mountpoint (a daemon killed
+// several times over leaves one each) until a live directory shows. It reports
+// how many it detached.
+func RecoverStale(mountpoint string) (int, error) {
+	for n := 0; ; n++ {
+		if !IsStale(mountpoint) {
+			return n, nil
+		}
+		if n == 64 {
+			return n, fmt.Errorf("%q: still stale after detaching %d mounts", mountpoint, n)
+		}
+		if err := Unmount(mountpoint, true); err != nil {
+			return n, err
+		}
+	}
 }
 
 // Unmount unmounts mountpoint: umount2 as root, fusermount3 -u otherwise. lazy

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"sync"
+	"syscall"
+
+	"github.com/toh-sandbox/toh/fusefence"
+	"github.com/toh-sandbox/toh/policy"
+)
+
+func runMount(o mountOptions, stderr io.Writer) int {
+	var logMu sync.Mutex
+	logf := func(format string, args ...any) {
+		logMu.Lock()
+		defer logMu.Unlock()
+		fmt.Fprintf(stderr, "toh-mount: "+format+"\n", args...)
+	}
+
+	path := o.policy
+	if path == "" {
+		p, err := defaultPolicyPath()
+		if err != nil {
+			logf("%v", err)
+			return exitPolicy
+		}
+		path = p
+	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		logf("working directory: %v", err)
+		return exitFailure
+	}
+	// TmpDir stays "": toh-mount's own $TMPDIR says nothing about the agent's.
+	w, err := policy.NewWatcher(path, policy.Request{SessionID: o.session, Cwd: cwd, PolicyFile: path}, nil)
+	if err != nil {
+		logf("refusing to start: %v", err)
+		return exitPolicy
+	}
+
+	if err := fusefence.CheckDevFuse(); err != nil {
+		logf("%v", err)
+		return exitNoFUSE
+	}
+	if os.Geteuid() != 0 {
+		if _, err := exec.LookPath("fusermount3"); err != nil {
+			logf("fusermount3 not found: install fuse3 (it mounts FUSE file systems for users other than root)")
+			return exitNoFUSE
+		}
+	}
+	if n, err := fusefence.RecoverStale(o.mountpoint); err != nil {
+		logf("recovering stale mount: %v", err)
+		return exitFailure
+	} else if n > 0 {
+		logf("%s was a stale mount (its daemon died); detached %d", o.mountpoint, n)
+	}
+
+	var audit *fusefence.AuditLog
+	if o.audit != "" {
+		if audit, err = fusefence.OpenAudit(o.audit); err != nil {
+			logf("%v", err)
+			return exitFailure
+		}
+	}
+	closeAudit := func() int {
+		if audit == nil {
+			return exitOK
+		}
+		if err := audit.Close(); err != nil {
+			logf("%v", err)
+			return exitFailure
+		}
+		return exitOK
+	}
+
+	m, err := fusefence.Mount(fusefence.Config{
+		Source:     o.source,
+		Mountpoint: o.mountpoint,
+		Policy:     w,
+		Audit:      audit,
+		AllowOther: os.Geteuid() == 0,
+		Debug:      o.debug,
+		Logf:       logf,
+	})
+	if err != nil {
+		logf("%v", err)
+		closeAudit()
+		return exitFailure
+	}
+
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	detached := make(chan struct{})
+	go func() {
+		sig := <-sigs
+		if err := m.Unmount(); err != nil {
+			// Files are still open on the mount: detach it. Their descriptors fail
+			// with ENOTCONN once this process is gone; nothing passes through.
+			logf("%v; detaching on %v", err, sig)
+			if err := fusefence.Unmount(o.mountpoint, true); err != nil {
+				logf("%v", err)
+			}
+			close(detached)
+		}
+	}()
+	done := make(chan struct{})
+	go func() {
+		m.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-detached:
+	}
+	return closeAudit()
+}
+
+func runUnmount(mountpoint string, stderr io.Writer) int {
+	if err := fusefence.Unmount(mountpoint, false); err != nil {
+		fmt.Fprintf(stderr, "toh-mount: %v\n", err)
+		return exitFailure
+	}
+	return exitOK
+}

@@ -1,0 +1,404 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/toh-sandbox/toh/internal/testutil"
+	"github.com/toh-sandbox/toh/policy"
+)
+
+// binary is toh-mount built for the tests, in a directory every user can enter.
+var binary string
+
+func TestMain(m *testing.M) {
+	code := func() int {
+		dir, err := os.MkdirTemp("/var/tmp", "toh-mount-bin-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		os.Chmod(dir, 0o755)
+		binary = filepath.Join(dir, "toh-mount")
+		out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "building toh-mount: %v\n%s", err, out)
+			return 1
+		}
+		return m.Run()
+	}()
+	os.Exit(code)
+}
+
+// daemon is a toh-mount process started by a test.
+type daemon struct {
+	cmd    *exec.Cmd
+	stderr *lockedBuffer
+	done   chan struct{}
+}
+
+// lockedBuffer collects a child's output while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// startDaemon runs the built toh-mount with args and waits until mnt is mounted.
+func startDaemon(t *testing.T, dir, mnt string, args ...string) *daemon {
+	t.Helper()
+	d := &daemon{cmd: exec.Command(binary, args...), stderr: &lockedBuffer{}, done: make(chan struct{})}
+	d.cmd.Dir = dir
+	d.cmd.Stderr = d.stderr
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { d.cmd.Wait(); close(d.done) }()
+	t.Cleanup(func() {
+		select {
+		case <-d.done:
+		default:
+			d.cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-d.done:
+			case <-time.After(10 * time.Second):
+				d.cmd.Process.Kill()
+				<-d.done
+			}
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for !mounted(mnt) {
+		select {
+		case <-d.done:
+			t.Fatalf("toh-mount exited before mounting: %v\n%s", d.cmd.ProcessState, d.stderr)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("toh-mount did not mount %s within 10s\n%s", mnt, d.stderr)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return d
+}
+
+// mounted reports whether a live toh mount is at mnt.
+func mounted(mnt string) bool {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 8 && f[4] == mnt && strings.Contains(line, " - fuse.toh ") {
+			var x unix.Statx_t
+			return unix.Statx(unix.AT_FDCWD, mnt, unix.AT_STATX_FORCE_SYNC, unix.STATX_BASIC_STATS, &x) == nil
+		}
+	}
+	return false
+}
+
+// mountCount is how many mounts (live or stale) sit on mnt.
+func mountCount(mnt string) int {
+	b, _ := os.ReadFile("/proc/self/mountinfo")
+	n := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && f[4] == mnt {
+			n++
+		}
+	}
+	return n
+}
+
+type tree struct{ base, src, mnt, outside, policy, audit string }
+
+func newTree(t *testing.T, mode policy.Mode) tree {
+	t.Helper()
+	base, err := os.MkdirTemp("/var/tmp", "toh-mount-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for range 4 {
+			if mountCount(filepath.Join(base, "mnt")) == 0 {
+				break
+			}
+			unix.Unmount(filepath.Join(base, "mnt"), unix.MNT_DETACH)
+		}
+		os.RemoveAll(base)
+	})
+	tr := tree{base: base, src: base + "/src", mnt: base + "/mnt", outside: base + "/outside",
+		policy: base + "/cfg/policy.json", audit: base + "/cfg/audit.jsonl"}
+	testutil.MakeTree(t, base, "file src/f hello", "file src/.git/config [core]", "dir mnt", "dir cfg", "file outside/canary precious")
+	if err := policy.Update(tr.policy, func(f *policy.File) error {
+		f.Mode, f.WorkspaceRoot = mode, tr.src
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+func (tr tree) args() []string {
+	return []string{"--policy", tr.policy, "--audit", tr.audit, tr.src, tr.mnt}
+}
+
+func writeFile(path, data string) error {
+	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	_, err = unix.Write(fd, []byte(data))
+	return err
+}
+
+// TestKilledDaemonFailsClosedAndRestartRecovers: after kill -9 every operation on
+// the mount fails with ENOTCONN and nothing reaches SOURCE; toh-mount started again
+// on the stale mount point detaches it and serves; SIGTERM unmounts and exits 0.
+func TestKilledDaemonFailsClosedAndRestartRecovers(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.RequireFUSE(t)
+	tr := newTree(t, policy.WorkspaceWrite)
+	d := startDaemon(t, tr.src, tr.mnt, tr.args()...)
+
+	// Positive control: alive, writes land.
+	if err := writeFile(tr.mnt+"/alive", "1"); err != nil {
+		t.Fatalf("write through the live mount: %v", err)
+	}
+	if b, err := os.ReadFile(tr.src + "/alive"); err != nil || string(b) != "1" {
+		t.Fatalf("write through the live mount did not land: %q, %v", b, err)
+	}
+
+	if err := d.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-d.done
+	before := snapshotDir(t, tr.base)
+	for _, c := range []struct {
+		name string
+		run  func() error
+	}{
+		{"stat", func() error {
+			var x unix.Statx_t
+			return unix.Statx(unix.AT_FDCWD, tr.mnt, unix.AT_STATX_FORCE_SYNC, unix.STATX_BASIC_STATS, &x)
+		}},
+		{"read", func() error { _, err := os.ReadFile(tr.mnt + "/f"); return err }},
+		{"write", func() error { return writeFile(tr.mnt+"/f", "overwritten") }},
+		{"create", func() error { return writeFile(tr.mnt+"/new", "x") }},
+		{"mkdir", func() error { return unix.Mkdir(tr.mnt+"/dir", 0o755) }},
+		{"unlink", func() error { return unix.Unlink(tr.mnt + "/f") }},
+		{"rename", func() error { return unix.Rename(tr.mnt+"/f", tr.mnt+"/g") }},
+		{"chmod", func() error { return unix.Chmod(tr.mnt+"/f", 0o777) }},
+		{"readdir", func() error { _, err := os.ReadDir(tr.mnt); return err }},
+	} {
+		if err := c.run(); !errors.Is(err, unix.ENOTCONN) {
+			t.Errorf("%s on the stale mount: %v, want ENOTCONN", c.name, err)
+		}
+	}
+	if d := diffDirs(before, snapshotDir(t, tr.base)); d != "" {
+		t.Errorf("operations on the stale mount changed the host:\n%s", d)
+	}
+
+	d2 := startDaemon(t, tr.src, tr.mnt, tr.args()...)
+	if !strings.Contains(d2.stderr.String(), "stale mount") {
+		t.Errorf("restart did not report the stale mount; stderr:\n%s", d2.stderr)
+	}
+	if n := mountCount(tr.mnt); n != 1 {
+		t.Errorf("%d mounts on %s after the restart, want 1 (the stale one detached)", n, tr.mnt)
+	}
+	if b, err := os.ReadFile(tr.mnt + "/f"); err != nil || string(b) != "hello" {
+		t.Errorf("read after the restart: %q, %v", b, err)
+	}
+	if err := writeFile(tr.mnt+"/again", "2"); err != nil {
+		t.Errorf("write after the restart: %v", err)
+	}
+	// A denial after the restart still reaches the same audit log.
+	if err := writeFile(tr.mnt+"/.git/config", "x"); !errors.Is(err, unix.EACCES) {
+		t.Errorf("write to a protected path after the restart: %v, want EACCES", err)
+	}
+
+	if err := d2.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-d2.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("toh-mount did not exit within 10s of SIGTERM")
+	}
+	if code := d2.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Errorf("toh-mount exited %d after SIGTERM, want 0\n%s", code, d2.stderr)
+	}
+	if n := mountCount(tr.mnt); n != 0 {
+		t.Errorf("%d mounts left on %s after SIGTERM", n, tr.mnt)
+	}
+	if b, err := os.ReadFile(tr.src + "/again"); err != nil || string(b) != "2" {
+		t.Errorf("write after the restart did not land: %q, %v", b, err)
+	}
+	code, out, _ := runCLI("audit", tr.audit, "--rule", "protected")
+	if code != 0 || !strings.Contains(out, `".git/config"`) {
+		t.Errorf("audit after the restart: exit %d:\n%s", code, out)
+	}
+}
+
+// TestUnmountFlag: toh-mount -u ends a running daemon's mount, and the daemon exits 0.
+func TestUnmountFlag(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.RequireFUSE(t)
+	tr := newTree(t, policy.ReadOnly)
+	d := startDaemon(t, tr.src, tr.mnt, tr.args()...)
+	if err := writeFile(tr.mnt+"/f", "x"); !errors.Is(err, unix.EACCES) {
+		t.Errorf("write under read-only: %v, want EACCES", err)
+	}
+	out, err := exec.Command(binary, "-u", tr.mnt).CombinedOutput()
+	if err != nil {
+		t.Fatalf("toh-mount -u: %v\n%s", err, out)
+	}
+	select {
+	case <-d.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the daemon did not exit after toh-mount -u")
+	}
+	if code := d.cmd.ProcessState.ExitCode(); code != 0 || mountCount(tr.mnt) != 0 {
+		t.Errorf("after -u: daemon exit %d, %d mounts left\n%s", code, mountCount(tr.mnt), d.stderr)
+	}
+	if out, err := exec.Command(binary, "-u", tr.mnt).CombinedOutput(); err == nil {
+		t.Errorf("toh-mount -u of a directory that is not mounted succeeded: %s", out)
+	}
+}
+
+// TestMalformedPolicyRefusesToStart: a running fence keeps denying on a malformed
+// file; a starting one refuses (exit 3) rather than guess.
+func TestMalformedPolicyRefusesToStart(t *testing.T) {
+	testutil.RequireRoot(t)
+	tr := newTree(t, policy.ReadOnly)
+	if err := os.WriteFile(tr.policy, []byte(`{"version": 1, "mode": "rw"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary, tr.args()...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	if cmd.ProcessState.ExitCode() != exitPolicy || !strings.Contains(stderr.String(), `unknown mode "rw"`) {
+		t.Errorf("malformed policy: %v, stderr %q; want exit %d naming the field", err, stderr.String(), exitPolicy)
+	}
+	if mountCount(tr.mnt) != 0 {
+		t.Error("mounted despite a malformed policy")
+	}
+}
+
+// TestWithoutDevFuseAccess runs toh-mount as an unprivileged user who cannot open
+// /dev/fuse (0600 root here, as on this machine): it must exit 4 and say what to fix.
+func TestWithoutDevFuseAccess(t *testing.T) {
+	testutil.RequireRoot(t)
+	var st unix.Stat_t
+	if err := unix.Stat("/dev/fuse", &st); err != nil {
+		t.Skipf("no /dev/fuse: %v", err)
+	}
+	if st.Mode&0o006 == 0o006 {
+		t.Skipf("/dev/fuse is mode %o: every user can open it, so the missing-access case cannot be shown", st.Mode&0o777)
+	}
+	runuser, err := exec.LookPath("runuser")
+	if err != nil {
+		t.Skip("runuser not installed")
+	}
+	const name = "tohtest"
+	if _, err := user.Lookup(name); err != nil {
+		if out, err := exec.Command("useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name).CombinedOutput(); err != nil {
+			t.Fatalf("useradd %s: %v\n%s", name, err, out)
+		}
+	}
+	tr := newTree(t, policy.ReadOnly)
+	for _, p := range []string{tr.base, tr.src, tr.mnt, filepath.Dir(tr.policy)} {
+		os.Chmod(p, 0o777)
+	}
+	cmd := exec.Command(runuser, "-u", name, "--", binary, "--policy", tr.policy, tr.src, tr.mnt)
+	cmd.Dir = tr.base
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.Run()
+	code := cmd.ProcessState.ExitCode()
+	msg := stderr.String()
+	if code != exitNoFUSE || !strings.Contains(msg, "cannot open /dev/fuse: permission denied") || !strings.Contains(msg, "chmod 0666 /dev/fuse") {
+		t.Errorf("as %s without /dev/fuse access: exit %d, stderr %q; want exit %d and what to fix", name, code, msg, exitNoFUSE)
+	}
+	if mountCount(tr.mnt) != 0 {
+		t.Error("something was mounted")
+	}
+}
+
+// snapshotDir records every path under root with its identity, size, mtime and content.
+func snapshotDir(t *testing.T, root string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			if p != root && strings.HasPrefix(p, root+"/mnt") {
+				return filepath.SkipDir
+			}
+			return err
+		}
+		if p == root+"/mnt" {
+			return filepath.SkipDir // the stale mount itself answers ENOTCONN
+		}
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			return err
+		}
+		s := fmt.Sprintf("ino %d mode %o size %d mtime %d ctime %d", st.Ino, st.Mode, st.Size, st.Mtim.Nano(), st.Ctim.Nano())
+		if fi.Mode().IsRegular() {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			s += " " + string(b)
+		}
+		out[p] = s
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func diffDirs(a, b map[string]string) string {
+	var sb strings.Builder
+	for p, x := range a {
+		if y, ok := b[p]; !ok {
+			fmt.Fprintf(&sb, "  %s: removed\n", p)
+		} else if x != y {
+			fmt.Fprintf(&sb, "  %s: %s -> %s\n", p, x, y)
+		}
+	}
+	for p := range b {
+		if _, ok := a[p]; !ok {
+			fmt.Fprintf(&sb, "  %s: created\n", p)
+		}
+	}
+	return sb.String()
+}
