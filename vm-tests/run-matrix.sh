@@ -20,7 +20,9 @@ against static toh-exec/toh-mount builds of this checkout, and prints a table. E
   --leg N           run only leg N (repeatable; default: all legs)
   --jobs N          legs booted at once (default: the number of CPUs)
   --timeout S       bound for one leg's qemu run (default 600)
-  --allow-skip      a skipped check (toh-mount or doctor not built yet) does not fail
+  --allow-skip      a skipped check (toh-mount not built yet) does not fail
+  --toh-exec FILE   put this static toh-exec in the guest instead of building one
+  --toh-mount FILE  put this static toh-mount in the guest instead of building one
 
 Legs:
   1  Debian 6.1:  Landlock ABI < 5 -> Landlock partial, --require-full refuses; bwrap full; fence
@@ -47,6 +49,8 @@ selected=()
 JOBS=$(nproc)
 LEG_TIMEOUT=600
 ALLOW_SKIP=0
+GUEST_TOH_EXEC= # --toh-exec; never taken from the environment
+GUEST_TOH_MOUNT=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--leg)
@@ -65,6 +69,12 @@ while [ $# -gt 0 ]; do
 		shift 2
 		;;
 	--allow-skip) ALLOW_SKIP=1; shift ;;
+	--toh-exec | --toh-mount)
+		[ $# -ge 2 ] && [ -f "$2" ] || { echo "run-matrix: $1 wants an existing file" >&2; exit 2; }
+		f=$(cd "$(dirname "$2")" && pwd)/$(basename "$2")
+		if [ "$1" = --toh-exec ]; then GUEST_TOH_EXEC=$f; else GUEST_TOH_MOUNT=$f; fi
+		shift 2
+		;;
 	-h | --help) usage; exit 0 ;;
 	*) echo "run-matrix: unknown argument $1" >&2; usage >&2; exit 2 ;;
 	esac
@@ -79,6 +89,24 @@ else
 	CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/toh-vm
 fi
 mkdir -p "$CACHE/build" "$CACHE/kernels" "$CACHE/runs"
+# One matrix at a time per cache: the build directory and the image are shared.
+exec 9>"$CACHE/lock"
+if ! flock -n 9; then
+	echo "run-matrix: another run holds $CACHE/lock; waiting" >&2
+	flock 9
+fi
+# On any exit, end the qemu runs this script started: each runs under timeout(1),
+# whose pid boot_leg records and which passes the signal on to qemu.
+run_dir=
+cleanup() {
+	local f
+	[ -n "$run_dir" ] || return 0
+	for f in "$run_dir"/leg*/timeout.pid; do
+		[ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null || true
+	done
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
 
 log() { printf '== %s\n' "$*" >&2; }
 
@@ -128,6 +156,8 @@ log "initramfs: $(du -h "$initrd" | cut -f1); setup took $((SECONDS - wall_start
 
 run_dir=$CACHE/runs/$(date +%Y%m%d-%H%M%S)
 mkdir -p "$run_dir"
+# Keep the logs of the last 20 runs.
+ls -1d "$CACHE"/runs/2* 2>/dev/null | head -n -20 | xargs -r rm -rf
 ln -sfn "$run_dir" "$CACHE/runs/latest"
 
 # Boot the legs, JOBS at a time (TCG with one vCPU keeps one host core busy).
@@ -150,7 +180,7 @@ rows=$run_dir/table.txt
 for l in "${selected[@]}"; do
 	IFS='|' read -r leg series extra <<<"${LEGS[l - 1]}"
 	out=$run_dir/leg$leg
-	tr -d '\r' <"$out/results.log" | grep -a '^TOH-RESULT|' | awk -F'|' -v OFS='|' '{
+	{ tr -d '\r' <"$out/results.log" | grep -a '^TOH-RESULT|' || true; } | awk -F'|' -v OFS='|' '{
 		for (i = 2; i <= 6; i++) sub(/^[a-z]+=/, "", $i)
 		r = $7
 		if (r == "ok") r = "PASS"; else if (r ~ /^SKIP/) r = r; else r = "FAIL"
@@ -184,7 +214,13 @@ for l in "${selected[@]}"; do
 	out=$run_dir/leg$leg
 	awk -F'|' -v leg="$leg" '$1 == leg && $6 == "FAIL" {print $3}' "$rows" | while read -r check; do
 		echo "-- leg $leg $check:"
-		tr -d '\r' <"$out/results.log" | grep -a "^TOH-DETAIL|leg=$leg|check=$check|" | cut -d'|' -f4- | sed 's/^/   /' | head -20
+		if [ "$check" = guest-finished ]; then
+			echo "   last console lines ($out/console.log):"
+			tr -d '\r' <"$out/console.log" | tail -10 | sed 's/^/   /'
+			continue
+		fi
+		{ tr -d '\r' <"$out/results.log" | grep -a "^TOH-DETAIL|leg=$leg|check=$check|" || true; } |
+			cut -d'|' -f4- | sed 's/^/   /' | head -20
 	done
 	printf 'leg %s (Debian %s): qemu %ss\n' "$leg" "$series" "$(cat "$out/seconds")"
 done

@@ -19,13 +19,13 @@ var fenceChecks = []struct{ name, expected string }{
 	{"fence-mount", "mounted"},
 	{"fence-read", "reads pass through"},
 	{"fence-deny", "EACCES, file absent in SOURCE"},
-	{"fence-allow", "write lands in SOURCE"},
+	{"fence-allow", "written, lands in SOURCE"},
 	{"fence-unmount", "toh-mount -u: exit=0, unmounted, daemon exited"},
 }
 
 var fenceUnprivChecks = []struct{ name, expected string }{
-	{"fuse-0666-mount", "mounted, reads pass through, unmounted"},
-	{"fuse-0600-mode", "crw-------"},
+	{"fuse-0666-mount", "mounted, reads pass through, toh-mount -u exit=0, now not mounted, daemon exited"},
+	{"fuse-0600-mode", "0600"},
 	{"fuse-0600-refused", "exit!=0, not mounted, message names /dev/fuse"},
 }
 
@@ -79,7 +79,7 @@ func fenceAsRoot(r *reporter) {
 
 	err = os.WriteFile(mnt+"/allowed/new.txt", []byte("landed\n"), 0o644)
 	got := readTrim(src + "/allowed/new.txt")
-	r.add("fence-allow", "write lands in SOURCE", fmt.Sprintf("%s, SOURCE has %q", errnoName(err), got), err == nil && got == "landed")
+	r.add("fence-allow", "written, lands in SOURCE", fmt.Sprintf("%s, SOURCE has %q", errnoName(err), got), err == nil && got == "landed")
 
 	res := asRoot(tohMount, "-u", mnt)
 	exited := d.waitExit(30 * time.Second)
@@ -111,14 +111,19 @@ func fenceUnprivileged(r *reporter) {
 	mounted := d.waitMounted(mnt)
 	read := false
 	if mounted {
-		b, err := os.ReadFile(mnt + "/file.txt")
-		read = err == nil && string(b) == "hello\n"
+		// As the user: without allow_other not even root may enter the user's mount.
+		res := asUser("cat", mnt+"/file.txt")
+		read = res.code == 0 && res.stdout == "hello\n"
 	}
 	un := asUser(tohMount, "-u", mnt)
 	exited := d.waitExit(30 * time.Second)
-	obs := fmt.Sprintf("%s, read %t, toh-mount -u exit=%d, now %s, daemon %s", mountedText(mounted), read, un.code, mountedText(isMounted(mnt)), exitedText(exited))
+	readText := "reads pass through"
+	if !read {
+		readText = "read failed"
+	}
+	obs := fmt.Sprintf("%s, %s, toh-mount -u exit=%d, now %s, daemon %s", mountedText(mounted), readText, un.code, mountedText(isMounted(mnt)), exitedText(exited))
 	ok := mounted && read && un.code == 0 && !isMounted(mnt) && exited
-	r.add("fuse-0666-mount", "mounted, reads pass through, unmounted", obs, ok)
+	r.add("fuse-0666-mount", "mounted, reads pass through, toh-mount -u exit=0, now not mounted, daemon exited", obs, ok)
 	if !ok {
 		r.detail("fuse-0666-mount", d.stderr.String()+un.stderr)
 	}
@@ -128,9 +133,9 @@ func fenceUnprivileged(r *reporter) {
 	fi, err := os.Stat("/dev/fuse")
 	mode := "error"
 	if err == nil {
-		mode = fi.Mode().String()
+		mode = fmt.Sprintf("%04o", fi.Mode().Perm())
 	}
-	r.add("fuse-0600-mode", "crw-------", mode, mode == "Dcrw-------")
+	r.add("fuse-0600-mode", "0600", mode, mode == "0600")
 
 	res := asUser(tohMount, src, mnt)
 	msg := firstLine(res.stderr, "/dev/fuse")
@@ -230,7 +235,7 @@ func errnoName(err error) string {
 	var en syscall.Errno
 	switch {
 	case err == nil:
-		return "no error"
+		return "written"
 	case errors.As(err, &en):
 		return unixErrName(en)
 	default:

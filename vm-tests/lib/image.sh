@@ -2,16 +2,28 @@
 # Sourced by run-matrix.sh; needs REPO, CACHE and log().
 
 # build_binaries OUT: toh-exec, toh-mount (when cmd/toh-mount has a main package) and
-# the guest agent, all static (CGO_ENABLED=0). Writes OUT/toh-mount-status: "built",
-# "absent" or "build-failed: <first error line>".
+# the guest agent, all static (CGO_ENABLED=0). GUEST_TOH_EXEC / GUEST_TOH_MOUNT (set by
+# --toh-exec / --toh-mount), when set,
+# are used instead of building (they must be static). Writes OUT/toh-mount-status:
+# "built", "absent" or "build-failed: <first error line>".
 build_binaries() {
 	local out=$1
 	mkdir -p "$out"
 	rm -f "$out/toh-mount"
-	log "building static toh-exec and the guest agent"
-	(cd "$REPO" && CGO_ENABLED=0 go build -trimpath -o "$out/toh-exec" ./cmd/toh-exec) || return 1
+	log "building the static guest agent"
 	(cd "$REPO" && CGO_ENABLED=0 go build -trimpath -o "$out/toh-vm-guest" ./vm-tests/guest) || return 1
-	if ls "$REPO"/cmd/toh-mount/*.go 2>/dev/null | grep -qv '_test\.go$'; then
+	if [ -n "${GUEST_TOH_EXEC:-}" ]; then
+		log "using toh-exec $GUEST_TOH_EXEC"
+		install -m 0755 "$GUEST_TOH_EXEC" "$out/toh-exec"
+	else
+		log "building static toh-exec"
+		(cd "$REPO" && CGO_ENABLED=0 go build -trimpath -o "$out/toh-exec" ./cmd/toh-exec) || return 1
+	fi
+	if [ -n "${GUEST_TOH_MOUNT:-}" ]; then
+		log "using toh-mount $GUEST_TOH_MOUNT"
+		install -m 0755 "$GUEST_TOH_MOUNT" "$out/toh-mount"
+		echo built >"$out/toh-mount-status"
+	elif ls "$REPO"/cmd/toh-mount/*.go 2>/dev/null | grep -qv '_test\.go$'; then
 		log "building static toh-mount"
 		if (cd "$REPO" && CGO_ENABLED=0 go build -trimpath -o "$out/toh-mount" ./cmd/toh-mount) >"$out/toh-mount.log" 2>&1; then
 			echo built >"$out/toh-mount-status"

@@ -20,7 +20,11 @@ boot_leg() {
 		-kernel "$kdir/boot/vmlinuz-$rel" -initrd "$initrd" \
 		-append "console=ttyS0 panic=-1 loglevel=4 toh.leg=$leg $extra" \
 		-serial "file:$out/console.log" -serial "file:$out/results.log" \
-		</dev/null >"$out/qemu.log" 2>&1 || rc=$?
+		</dev/null >"$out/qemu.log" 2>&1 &
+	# timeout(1) passes a TERM on to qemu: run-matrix.sh's exit trap uses this pid.
+	echo $! >"$out/timeout.pid"
+	wait $! || rc=$?
+	rm -f "$out/timeout.pid"
 	echo $((SECONDS - started)) >"$out/seconds"
 	echo "$rc" >"$out/qemu-status"
 	return "$rc"
