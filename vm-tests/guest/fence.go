@@ -21,6 +21,7 @@ var fenceChecks = []struct{ name, expected string }{
 	{"fence-deny", "EACCES, file absent in SOURCE"},
 	{"fence-allow", "written, lands in SOURCE"},
 	{"fence-unmount", "toh-mount -u: exit=0, unmounted, daemon exited"},
+	{"fence-audit", "exit=0, 1 record names denied.txt"},
 }
 
 var fenceUnprivChecks = []struct{ name, expected string }{
@@ -59,9 +60,10 @@ func fenceAsRoot(r *reporter) {
 	}
 	os.WriteFile(src+"/existing.txt", []byte("through the fence\n"), 0o644)
 	pol := "/etc/toh-vm/fence-policy.json"
+	const auditLog = "/run/toh-fence-audit.jsonl"
 	os.WriteFile(pol, []byte(`{"version": 1, "mode": "workspace-write", "workspaceRoot": "`+src+`/allowed"}`+"\n"), 0o644)
 
-	d := startDaemon(false, "/", tohMount, "--policy", pol, "--audit", "/run/toh-fence-audit.jsonl", src, mnt)
+	d := startDaemon(false, "/", tohMount, "--policy", pol, "--audit", auditLog, src, mnt)
 	if !d.waitMounted(mnt) {
 		r.add("fence-mount", "mounted", "not mounted: "+d.state(), false)
 		r.detail("fence-mount", d.stderr.String())
@@ -91,6 +93,25 @@ func fenceAsRoot(r *reporter) {
 		r.detail("fence-unmount", res.stderr)
 	}
 	d.kill()
+
+	// The denial is in the audit log, queryable by path.
+	q := asRoot(tohMount, "audit", auditLog, "--json")
+	n := countContaining(q.stdout, `denied.txt`)
+	r.add("fence-audit", "exit=0, 1 record names denied.txt", fmt.Sprintf("exit=%d, %d record(s) name denied.txt", q.code, n), q.code == 0 && n == 1)
+	if q.code != 0 || n != 1 {
+		r.detail("fence-audit", q.stdout+q.stderr)
+	}
+}
+
+// countContaining counts the lines of s that contain sub.
+func countContaining(s, sub string) int {
+	n := 0
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			n++
+		}
+	}
+	return n
 }
 
 // fenceUnprivileged: as the unprivileged user, toh-mount mounts while /dev/fuse is
