@@ -122,6 +122,7 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 			return toErrno(err)
 		}
 	}
+	g.touched()
 	if err := unix.Fstat(leafFd, &st); err != nil {
 		return toErrno(err)
 	}
@@ -183,7 +184,11 @@ func (n *node) xattr(ctx context.Context, op string, fn func(proc string) error)
 	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
 		return g.race() // the canonical target was no symlink a moment ago
 	}
-	return toErrno(fn(procFd(leafFd)))
+	if err := fn(procFd(leafFd)); err != nil {
+		return toErrno(err)
+	}
+	g.touched()
+	return 0
 }
 
 // procFd names the object an O_PATH descriptor holds. Path-based calls on it act on

@@ -125,6 +125,9 @@ func (f *fence) openForWrite(ctx context.Context, s *snapshot, op, rel string, f
 			unix.FcntlInt(uintptr(fd), unix.F_SETFL, fl&^unix.O_NONBLOCK)
 		}
 	}
+	if created || flags&unix.O_TRUNC != 0 {
+		g.touched()
+	}
 	h = &handle{fd: fd, writable: flags&unix.O_ACCMODE != unix.O_RDONLY, target: g.target}
 	h.gen.Store(s.gen)
 	return h, st, gen, 0
@@ -162,6 +165,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		return nil, nil, 0, toErrno(err)
 	}
 	g.chownNew(dirFd, base)
+	g.touched()
 	var st unix.Stat_t
 	gen, err := statxFd(fd, &st)
 	if err != nil {

@@ -148,6 +148,42 @@ func (g *grant) leaf() (leafFd, dirFd int, base string, st unix.Stat_t, errno sy
 	return fd, dirFd, base, st, 0
 }
 
+// touched tells the kernel about a mutation it cannot have seen: one that landed,
+// through a link shown as its target, on a path the mirror also shows under its
+// own name (SOURCE/<alias>). The kernel updates its caches for the name it sent;
+// the alias's dentry (a negative one, say) and pages are invalidated here. Same
+// inodes are the same kernel inode already, so this matters for names only.
+func (g *grant) touched() {
+	f := g.f
+	if !canon.LexicallyWithin(g.target, f.source) {
+		return
+	}
+	alias := relTo(g.target, f.source)
+	if alias == "." || alias == g.rel {
+		return
+	}
+	go f.invalidate(alias)
+}
+
+// invalidate drops the kernel's dentry and cached pages for the mount-relative
+// path rel, if the tree knows it. It runs outside any request: the kernel holds
+// the directory's lock until the request is answered, and the notification waits
+// for that lock.
+func (f *fence) invalidate(rel string) {
+	parent := f.root.EmbeddedInode()
+	comps := strings.Split(rel, "/")
+	for _, c := range comps[:len(comps)-1] {
+		if parent = parent.GetChild(c); parent == nil {
+			return
+		}
+	}
+	base := comps[len(comps)-1]
+	if ch := parent.GetChild(base); ch != nil {
+		ch.NotifyContent(0, 0)
+	}
+	parent.NotifyEntry(base)
+}
+
 // race denies because the tree changed between the decision and the mutation.
 func (g *grant) race() syscall.Errno {
 	return g.f.deny(g.ctx, g.s, g.op, g.rel, g.target, RuleSymlinkRace)

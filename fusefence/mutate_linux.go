@@ -32,6 +32,7 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 		return nil, toErrno(err)
 	}
 	g.chownNew(dirFd, base)
+	g.touched()
 	return n.newEntry(ctx, dirFd, base, out)
 }
 
@@ -64,6 +65,7 @@ func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 		return nil, toErrno(err)
 	}
 	g.chownNew(dirFd, base)
+	g.touched()
 	return n.newEntry(ctx, dirFd, base, out)
 }
 
@@ -90,6 +92,7 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 		return nil, toErrno(err)
 	}
 	g.chownNew(dirFd, base)
+	g.touched()
 	child, errno := n.newEntry(ctx, dirFd, base, out)
 	if errno == 0 && !safeLinkText(target, depthOf(n.rel())) {
 		n.notifyEntryLater(name)
@@ -139,6 +142,7 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	if err := unix.Linkat(sDir, sBase, dDir, dBase, 0); err != nil {
 		return nil, toErrno(err)
 	}
+	gd.touched()
 	return n.newEntry(ctx, dDir, dBase, out)
 }
 
@@ -168,7 +172,11 @@ func (n *node) remove(ctx context.Context, op, name string, flags int) syscall.E
 		return errno
 	}
 	defer unix.Close(dirFd)
-	return toErrno(unix.Unlinkat(dirFd, base, flags))
+	if err := unix.Unlinkat(dirFd, base, flags); err != nil {
+		return toErrno(err)
+	}
+	g.touched()
+	return 0
 }
 
 var _ = (fs.NodeRenamer)((*node)(nil))
@@ -208,6 +216,8 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	if err := unix.Renameat2(d1, b1, d2, b2, uint(flags)); err != nil {
 		return toErrno(err)
 	}
+	g1.touched()
+	g2.touched()
 	// A symlink's exposure depends on its depth: have the kernel look the moved
 	// names up again instead of trusting the old verdict.
 	if ch := n.GetChild(name); ch != nil && ch.StableAttr().Mode == unix.S_IFLNK {

@@ -402,3 +402,100 @@ func diffDirs(a, b map[string]string) string {
 	}
 	return sb.String()
 }
+
+// TestUnprivilegedMount runs toh-mount as an ordinary user, through fusermount3,
+// the way a distribution sets FUSE up (/dev/fuse 0666). The machine's /dev/fuse is
+// left alone: the test works in a private mount namespace where a 0666 node of the
+// same device is bound over it. Only the mounting user can use such a mount (no
+// allow_other), so the checks run as that user too.
+func TestUnprivilegedMount(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.RequireFUSE(t)
+	for _, tool := range []string{"unshare", "runuser", "fusermount3"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed", tool)
+		}
+	}
+	const name = "tohtest"
+	u, err := user.Lookup(name)
+	if err != nil {
+		if out, err := exec.Command("useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name).CombinedOutput(); err != nil {
+			t.Fatalf("useradd %s: %v\n%s", name, err, out)
+		}
+		if u, err = user.Lookup(name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr := newTree(t, policy.WorkspaceWrite)
+	testutil.MakeTree(t, tr.base, "dir dev", "dir log")
+	if out, err := exec.Command("chown", "-R", u.Uid+":"+u.Gid, tr.src, tr.mnt, tr.base+"/log").CombinedOutput(); err != nil {
+		t.Fatalf("chown: %v\n%s", err, out)
+	}
+	for _, p := range []string{tr.base, filepath.Dir(tr.policy)} {
+		os.Chmod(p, 0o755)
+	}
+	os.Chmod(tr.policy, 0o644)
+	audit := tr.base + "/log/audit.jsonl"
+	script := `
+set -e
+mount -t tmpfs -o mode=0755 tmpfs "$DEV"
+mknod -m 0666 "$DEV/fuse" c 10 229
+mount --bind "$DEV/fuse" /dev/fuse
+runuser -u tohtest -- "$BIN" --policy "$POLICY" --audit "$AUDIT" "$SRC" "$MNT" 2>"$LOG/stderr" &
+pid=$!
+i=0
+until grep -q " $MNT " /proc/self/mountinfo; do
+	i=$((i+1))
+	if [ $i -ge 200 ] || ! kill -0 $pid 2>/dev/null; then echo "no mount"; cat "$LOG/stderr"; kill $pid 2>/dev/null; exit 1; fi
+	sleep 0.05
+done
+grep " $MNT " /proc/self/mountinfo | sed 's/^/mountinfo: /'
+runuser -u tohtest -- sh -c '
+	echo allowed > "$MNT/allowed" && echo "write allowed: ok" || echo "write allowed: failed"
+	echo evil 2>&1 >> "$MNT/.git/config" | sed "s/^/write protected: /"
+	cat "$MNT/f" | sed "s/^/read: /"
+'
+test -r "$MNT/f" 2>/dev/null && echo "root reads: yes" || echo "root reads: no"
+runuser -u tohtest -- "$BIN" -u "$MNT"
+wait $pid
+echo "daemon exit: $?"
+`
+	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", script)
+	cmd.Dir = tr.base
+	cmd.Env = append(os.Environ(), "DEV="+tr.base+"/dev", "BIN="+binary, "POLICY="+tr.policy, "AUDIT="+audit,
+		"SRC="+tr.src, "MNT="+tr.mnt, "LOG="+tr.base+"/log")
+	out, err := cmd.CombinedOutput()
+	got := string(out)
+	t.Logf("namespace output:\n%s", got)
+	if err != nil {
+		t.Fatalf("unprivileged leg: %v", err)
+	}
+	for _, want := range []string{
+		"write allowed: ok",
+		"write protected: ", // the shell's message
+		"read: hello",
+		"root reads: no", // no allow_other for an unprivileged mount
+		"daemon exit: 0",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("unprivileged leg: no %q in the output", want)
+		}
+	}
+	if !strings.Contains(got, "Permission denied") {
+		t.Errorf("unprivileged leg: the protected write was not refused with permission denied")
+	}
+	if strings.Contains(got, "allow_other") {
+		t.Errorf("an unprivileged mount got allow_other")
+	}
+	if b, err := os.ReadFile(tr.src + "/.git/config"); err != nil || string(b) != "[core]" {
+		t.Errorf(".git/config after the unprivileged leg: %q, %v", b, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(tr.src+"/allowed", &st); err != nil || fmt.Sprint(st.Uid) != u.Uid {
+		t.Errorf("allowed: %v, owner %d; want it created, owned by %s", err, st.Uid, u.Uid)
+	}
+	code, aout, _ := runCLI("audit", audit, "--rule", "protected")
+	if code != 0 || !strings.Contains(aout, `".git/config"`) || !strings.Contains(aout, "uid "+u.Uid) {
+		t.Errorf("audit of the unprivileged leg: exit %d:\n%s", code, aout)
+	}
+}
