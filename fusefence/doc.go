@@ -149,8 +149,13 @@
 //   - Directory aliases: an escaping symlink shown as a directory that is also
 //     mirrored under its own name is the same inode to the kernel, which moves the
 //     one dentry between the two names as they are used.
-//   - Creating at the name of a hidden dangling escaping link follows that link even
-//     with O_EXCL absent; with O_EXCL it fails with EEXIST, as on the host.
+//   - Creating at the name of a hidden escaping link that leads nowhere creates its
+//     target (where the policy allows it), as open(2) with O_CREAT does on the host;
+//     with O_EXCL it fails with EEXIST, also as on the host.
+//   - Kernel requests go-fuse answers itself when a node does not implement them:
+//     STATX (ENOSYS, so the kernel falls back to GETATTR for the mount), O_TMPFILE
+//     (EOPNOTSUPP), and ACCESS (checked against the attributes; without
+//     default_permissions, access(W_OK) does not predict a denial by the fence).
 //   - Each mutation costs a canonicalization (one lstat per path component) and one
 //     stat of the policy file; reads cost what go-fuse's loopback costs.
 package fusefence

@@ -146,6 +146,9 @@ func Mount(cfg Config) (*Fence, error) {
 			DisabledCapabilities: fuse.CAP_PASSTHROUGH,
 		},
 	}
+	// Device nodes and set-ID programs in SOURCE must not come alive through the
+	// mirror; spelled out because fusermount3 run by root would not add them.
+	opts.MountOptions.Options = []string{"nodev", "nosuid"}
 	if cfg.AllowOther {
 		opts.MountOptions.Options = append(opts.MountOptions.Options, "default_permissions")
 	}

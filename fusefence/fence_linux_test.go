@@ -177,3 +177,18 @@ func TestSymlinkPresentation(t *testing.T) {
 		t.Errorf("readlink rl: %q, %v", l, err)
 	}
 }
+
+// TestDangerFullAccess: confinement is bypassed, except device nodes.
+func TestDangerFullAccess(t *testing.T) {
+	e := newEnv(t, policy.DangerFullAccess, "link src/out -> $BASE/outside", "file src/.git/config [core]")
+	if err := writeAt(e.m("out/new"), unix.O_CREAT|unix.O_WRONLY, "x"); err != nil {
+		t.Errorf("create through a link that leads out: %v", err)
+	} else if err := want(e.outside+"/new", unix.S_IFREG|0o644, "x"); err != nil {
+		t.Errorf("create through a link that leads out did not land: %v", err)
+	}
+	if err := writeAt(e.m(".git/config"), unix.O_WRONLY|unix.O_TRUNC, "y"); err != nil {
+		t.Errorf("write a protect entry: %v", err)
+	}
+	err := e.unchanged("mknod char", func() error { return unix.Mknod(e.m("null"), unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))) })
+	e.expectDenial("mknod char", err, "mknod", RuleDeviceNode, "null")
+}
