@@ -147,6 +147,8 @@ for l in "${selected[@]}"; do
 	fi
 done
 
+prune_kernels
+
 bin=$CACHE/build/bin
 build_binaries "$bin" || { echo "run-matrix: build failed" >&2; exit 2; }
 initrd=$CACHE/build/initramfs.cpio.gz

@@ -6,11 +6,14 @@
 # changed. The signed Debian images are used as they are: vmlinuz from /boot, modules
 # from /lib/modules.
 
-# The suites that serve the kernels: bookworm (+ security) has 6.1, bookworm-backports
-# has 6.12.
+# The suites that serve the kernels: bookworm (+ security) has 6.1; trixie (+ security)
+# and bookworm-backports have 6.12. trixie keeps 6.12 for its whole life, so the 6.12
+# leg does not depend on what backports moves on to; the newest 6.12 of either wins.
 KERNEL_SOURCES='deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bookworm main
 deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian-security bookworm-security main
-deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bookworm-backports main'
+deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bookworm-backports main
+deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main
+deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian-security trixie-security main'
 
 apt_private() {
 	local cmd=$1
@@ -34,8 +37,12 @@ apt_private() {
 refresh_kernel_index() {
 	local a=$CACHE/apt
 	mkdir -p "$a/lists/partial" "$a/cache/archives/partial" "$a/sources.list.d" "$a/preferences.d"
-	printf '%s\n' "$KERNEL_SOURCES" >"$a/sources.list"
-	if [ -n "$(find "$a/lists" -maxdepth 1 -name '*_Packages*' -mmin -1440 2>/dev/null | head -1)" ]; then
+	local fresh=1
+	if [ "$(cat "$a/sources.list" 2>/dev/null)" != "$KERNEL_SOURCES" ]; then
+		printf '%s\n' "$KERNEL_SOURCES" >"$a/sources.list"
+		fresh=0
+	fi
+	if [ "$fresh" = 1 ] && [ -n "$(find "$a/lists" -maxdepth 1 -name '*_Packages*' -mmin -1440 2>/dev/null | head -1)" ]; then
 		return 0
 	fi
 	log "updating the private package lists for Debian kernels"
@@ -50,7 +57,7 @@ refresh_kernel_index() {
 }
 
 # kernel_for SERIES (6.1, 6.12): prints the directory holding boot/vmlinuz-* and
-# lib/modules/*, fetching and extracting the newest linux-image-amd64 of that series.
+# [usr/]lib/modules/*, fetching and extracting the newest linux-image-amd64 of that series.
 kernel_for() {
 	local series=$1 a=$CACHE/apt version pkg deb dir
 	# linux-image-amd64's versions, newest first; its dependency names the image.
@@ -88,9 +95,15 @@ kernel_for() {
 	echo "$dir"
 }
 
-# kernel_release DIR prints the release name (the lib/modules directory).
+# kernel_moddir DIR prints the kernel's modules directory: lib/modules/<release>
+# (bookworm) or usr/lib/modules/<release> (trixie, merged /usr).
+kernel_moddir() {
+	ls -d "$1"/lib/modules/*/ "$1"/usr/lib/modules/*/ 2>/dev/null | head -1 | sed 's:/$::'
+}
+
+# kernel_release DIR prints the release name (the modules directory's name).
 kernel_release() {
-	basename "$(ls -d "$1"/lib/modules/*/ | head -1)"
+	basename "$(kernel_moddir "$1")"
 }
 
 # kernel_modules_for DIR OUT NAME...: copies each named module (fuse, ...) that the
@@ -101,8 +114,8 @@ kernel_modules_for() {
 	local kdir=$1 out=$2
 	shift 2
 	local rel mdir dest order=()
-	rel=$(kernel_release "$kdir")
-	mdir=$kdir/lib/modules/$rel
+	mdir=$(kernel_moddir "$kdir")
+	rel=$(basename "$mdir")
 	dest=$out/lib/modules/$rel
 	mkdir -p "$dest"
 	local seen=" "
@@ -132,4 +145,17 @@ kernel_modules_for() {
 		_add_module "$m" || return 1
 	done
 	printf '%s\n' "${order[@]}" >"$dest/toh-vm.order"
+}
+
+# prune_kernels removes extracted kernels and .debs that no series uses any more
+# (a newer Debian kernel replaced them).
+prune_kernels() {
+	local keep d pkg
+	keep=$(cat "$CACHE"/kernels/*.current 2>/dev/null | xargs -r -n1 basename)
+	for d in "$CACHE"/kernels/*/; do
+		pkg=$(basename "$d")
+		grep -qxF "$pkg" <<<"$keep" && continue
+		log "pruning the unused kernel $pkg"
+		rm -rf "$d" "$CACHE/debs/${pkg}_"*.deb
+	done
 }
