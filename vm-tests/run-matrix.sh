@@ -110,8 +110,8 @@ trap 'exit 130' INT TERM
 
 log() { printf '== %s\n' "$*" >&2; }
 
-# shellcheck source=lib/kernels.sh
-. "$VMTESTS/lib/kernels.sh"
+# shellcheck source=lib/debian.sh
+. "$VMTESTS/lib/debian.sh"
 # shellcheck source=lib/image.sh
 . "$VMTESTS/lib/image.sh"
 # shellcheck source=lib/qemu.sh
@@ -119,10 +119,9 @@ log() { printf '== %s\n' "$*" >&2; }
 
 wall_start=$SECONDS
 
-# Host tools, from Debian's packages.
+# Host tools, from Debian's packages (busybox-static is only extracted, never installed).
 need=()
 command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
-[ -x /bin/busybox ] && /bin/busybox --list >/dev/null 2>&1 && ! ldd /bin/busybox >/dev/null 2>&1 || need+=(busybox-static)
 command -v cpio >/dev/null || need+=(cpio)
 [ -x /usr/bin/bwrap ] || need+=(bubblewrap)
 [ -x /usr/bin/fusermount3 ] || need+=(fuse3)

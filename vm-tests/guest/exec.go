@@ -37,10 +37,8 @@ const (
 	probeTimeout = "30s"
 )
 
-// guest is the unprivileged user's world: a home with a workspace and a canary.
-type guest struct{}
-
-func newGuest() (*guest, error) {
+// setupUser makes the unprivileged user's world: a home with a workspace and a canary.
+func setupUser() error {
 	files := map[string]string{
 		"/etc/passwd":  "root:x:0:0:root:/root:/bin/sh\ntoh:x:1000:1000:toh:/home/toh:/bin/sh\n",
 		"/etc/group":   "root:x:0:\ntoh:x:1000:\n",
@@ -50,26 +48,26 @@ func newGuest() (*guest, error) {
 	}
 	for p, c := range files {
 		if err := os.WriteFile(p, []byte(c), 0o644); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	for _, d := range []string{home, workspace, home + "/.cache"} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, err
+			return err
 		}
 		if err := os.Chown(d, userID, userID); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if err := os.WriteFile(canaryPath, []byte(canaryText), 0o644); err != nil {
-		return nil, err
+		return err
 	}
 	if err := os.Chown(canaryPath, userID, userID); err != nil {
-		return nil, err
+		return err
 	}
 	// The loopback interface is all the network there is (qemu runs with -nic none).
 	exec.Command("/bin/ip", "link", "set", "lo", "up").Run()
-	return &guest{}, nil
+	return nil
 }
 
 // result is one finished command.

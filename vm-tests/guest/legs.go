@@ -11,7 +11,7 @@ import (
 
 // legs maps toh.leg=N to its checks. Each leg first asserts that the host's setup took
 // effect (kernel series, Landlock ABI, user namespaces, LSM list), then the outcomes.
-var legs = map[string]func(*guest, *reporter){
+var legs = map[string]func(*reporter){
 	"1": leg1OldLandlock,
 	"2": leg2CurrentKernel,
 	"3": leg3NoUserNamespaces,
@@ -29,7 +29,7 @@ const (
 
 // leg1OldLandlock: Debian's 6.1 has Landlock ABI 2, so the Landlock rung is partial and
 // --require-full refuses it, while bwrap stays full; the fence works.
-func leg1OldLandlock(g *guest, r *reporter) {
+func leg1OldLandlock(r *reporter) {
 	kernelSeries(r, "6.1.")
 	abi := landlockABI()
 	r.add("landlock-abi", "1..4", itoa(abi), abi >= 1 && abi < 5)
@@ -66,7 +66,7 @@ func leg1OldLandlock(g *guest, r *reporter) {
 // leg2CurrentKernel: Debian's 6.12 (Landlock ABI >= 5): both rungs full for read-only;
 // workspace-write is full on bwrap and partial on Landlock by design (metadata beside
 // the roots and protected paths are not governed there).
-func leg2CurrentKernel(g *guest, r *reporter) {
+func leg2CurrentKernel(r *reporter) {
 	kernelSeries(r, "6.12.")
 	abi := landlockABI()
 	r.add("landlock-abi", ">=5", itoa(abi), abi >= 5)
@@ -93,7 +93,7 @@ func leg2CurrentKernel(g *guest, r *reporter) {
 // leg3NoUserNamespaces: user.max_user_namespaces=0 (set on the kernel command line).
 // bwrap cannot start, doctor says why, the chain falls to Landlock, and confined runs
 // still deny.
-func leg3NoUserNamespaces(g *guest, r *reporter) {
+func leg3NoUserNamespaces(r *reporter) {
 	kernelSeries(r, "6.12.")
 	userNamespacesOff(r)
 	abi := landlockABI()
@@ -111,7 +111,7 @@ func leg3NoUserNamespaces(g *guest, r *reporter) {
 // leg4NothingConfines: Landlock left out of lsm= and no user namespaces. Every
 // confined run fails closed with SANDBOX_UNAVAILABLE and provably does not run;
 // danger-full-access still runs.
-func leg4NothingConfines(g *guest, r *reporter) {
+func leg4NothingConfines(r *reporter) {
 	kernelSeries(r, "6.12.")
 	userNamespacesOff(r)
 	lsm := readTrim("/sys/kernel/security/lsm")
@@ -149,7 +149,7 @@ func leg4NothingConfines(g *guest, r *reporter) {
 // leg5NoFuseAccess: an unprivileged user without access to /dev/fuse cannot mount the
 // fence; toh-mount says so and exits non-zero. With access (0666, as Debian's udev
 // rules set it) the same command mounts: the positive control.
-func leg5NoFuseAccess(g *guest, r *reporter) {
+func leg5NoFuseAccess(r *reporter) {
 	kernelSeries(r, "6.12.")
 	fenceUnprivileged(r)
 	canary(r)

@@ -67,8 +67,7 @@ func main() {
 	defer rep.close()
 	fmt.Fprintf(os.Stderr, "toh-vm-guest: leg %s on %s\n", rep.leg, rep.kernel)
 
-	g, err := newGuest()
-	if err != nil {
+	if err := setupUser(); err != nil {
 		rep.add("guest-setup", "ok", "error: "+err.Error(), false)
 		rep.done()
 		return
@@ -85,7 +84,7 @@ func main() {
 				rep.add("agent", "no panic", fmt.Sprint(p), false)
 			}
 		}()
-		leg(g, rep)
+		leg(rep)
 	}()
 	rep.done()
 }

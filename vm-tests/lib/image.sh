@@ -53,8 +53,8 @@ build_initramfs() {
 	shift 2
 	local root
 	root=$(mktemp -d "$CACHE/build/root.XXXXXX")
-	local bb=/bin/busybox
-	[ -x "$bb" ] || bb=$(command -v busybox)
+	local bb
+	bb=$(busybox_static) || return 1
 	# busybox-static: one static binary, an applet symlink for each command.
 	install -D -m 0755 "$bb" "$root/bin/busybox"
 	local applet

@@ -1,10 +1,10 @@
-# Fetch Debian kernel packages into the cache and extract them. Sourced by
-# run-matrix.sh; needs CACHE and log().
+# Fetch Debian packages into the cache and extract them: the kernels and
+# busybox-static. Sourced by run-matrix.sh; needs CACHE and log().
 #
 # apt runs against a private configuration under $CACHE/apt (its own sources list,
 # lists and archive cache), so the host's apt configuration and state are never
-# changed. The signed Debian images are used as they are: vmlinuz from /boot, modules
-# from /lib/modules.
+# changed, and nothing is installed on the host. The signed Debian kernel images are
+# used as they are: vmlinuz from /boot, modules from [/usr]/lib/modules.
 
 # The suites that serve the kernels: bookworm (+ security) has 6.1; trixie (+ security)
 # and bookworm-backports have 6.12. trixie keeps 6.12 for its whole life, so the 6.12
@@ -158,4 +158,33 @@ prune_kernels() {
 		log "pruning the unused kernel $pkg"
 		rm -rf "$d" "$CACHE/debs/${pkg}_"*.deb
 	done
+}
+
+# busybox_static prints the path of a static busybox from Debian's busybox-static,
+# extracted into the cache (installing the package on the host would replace the
+# dynamically linked busybox that initramfs-tools uses).
+busybox_static() {
+	local version dir deb
+	version=$(apt_private apt-cache madison busybox-static 2>/dev/null | awk -F'|' '{gsub(/ /,"",$2); print $2; exit}')
+	if [ -z "$version" ]; then
+		dir=$(cat "$CACHE/busybox.current" 2>/dev/null || true)
+		[ -n "$dir" ] && [ -x "$dir/busybox" ] && { echo "$dir/busybox"; return 0; }
+		echo "run-matrix: busybox-static not found in the package lists" >&2
+		return 1
+	fi
+	dir=$CACHE/busybox/${version//:/%3a}
+	if [ ! -x "$dir/busybox" ]; then
+		log "downloading busybox-static ($version)"
+		rm -rf "$dir" "$CACHE/busybox/tmp"
+		mkdir -p "$CACHE/busybox/tmp"
+		(cd "$CACHE/busybox/tmp" && apt_private apt-get -qq download "busybox-static=$version") >&2
+		deb=$(ls "$CACHE/busybox/tmp/"*.deb)
+		dpkg-deb -x "$deb" "$CACHE/busybox/tmp/x"
+		mkdir -p "$dir"
+		install -m 0755 "$(ls "$CACHE"/busybox/tmp/x/{usr/,}bin/busybox 2>/dev/null | head -1)" "$dir/busybox"
+		rm -rf "$CACHE/busybox/tmp"
+		find "$CACHE/busybox" -mindepth 1 -maxdepth 1 ! -path "$dir" -exec rm -rf {} +
+	fi
+	echo "$dir" >"$CACHE/busybox.current"
+	echo "$dir/busybox"
 }
