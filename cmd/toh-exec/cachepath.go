@@ -3,9 +3,9 @@ package main
 import (
 	"fmt"
 	"os"
-	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -25,8 +25,27 @@ func probeCachePath() string {
 	if err := syscall.Stat(run, &st); err == nil && int(st.Uid) == uid {
 		return filepath.Join(run, "toh", "probe-cache.json")
 	}
-	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil && u.HomeDir != "" && u.HomeDir != "/" {
-		return filepath.Join(u.HomeDir, ".cache", "toh", "probe-cache.json")
+	if home := passwdHome(uid); home != "" && home != "/" && filepath.IsAbs(home) {
+		return filepath.Join(home, ".cache", "toh", "probe-cache.json")
+	}
+	return ""
+}
+
+// passwdHome reads uid's home directory from /etc/passwd. os/user would do the same
+// through cgo, and cgo alone costs about a millisecond at every toh-exec start
+// (dynamic linking; measured in bench/). Users only in NSS databases other than files
+// get no cache: the chain is then probed on every call, which is slower but correct.
+func passwdHome(uid int) string {
+	data, err := os.ReadFile("/etc/passwd")
+	if err != nil {
+		return ""
+	}
+	want := strconv.Itoa(uid)
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Split(line, ":")
+		if len(f) >= 7 && f[2] == want {
+			return f[5]
+		}
 	}
 	return ""
 }
