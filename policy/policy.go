@@ -68,6 +68,69 @@
 // mistake; and an escalation that is not strictly wider than the mode the call would
 // otherwise get is refused with the NOT_WIDER text instead of silently narrowing.
 //
+// # Protected paths
+//
+// [Execution.ProtectedPaths] turns the protect list, the policy file and its lock into
+// canonical absolute paths, each with whether it exists and what kind it is (or what
+// may stand in for it while missing), so bwrap, Seatbelt and the fence protect the
+// same paths. Entries under ".git/" are read relative to every git directory that
+// belongs to a writable root, not to the root: a linked worktree's or a submodule's
+// hooks and config live in git directories elsewhere, and "<root>/.git/hooks" would
+// miss them.
+//
+// The git rule: ".git/..." entries apply to git directories that exist when the run
+// starts. "git init" must create .git/config and .git/hooks, so a repository created
+// by the run is the run's own, hooks and configuration included. The trade-off: a
+// user who later runs git in a repository an agent created runs whatever the agent
+// put in its configuration, as with any other file the agent wrote (a Makefile, a
+// package.json script). The same holds for a submodule git directory or a worktree
+// directory created by the run ("git submodule add", "git worktree add").
+//
+// Beyond the entries themselves, three files decide where git looks for a git
+// directory's hooks and configuration and are protected with them (reason "git"):
+// the root's .git pointer file, every git directory's commondir (git reads config and
+// hooks from the directory it names: creating ".git/commondir" in an ordinary
+// repository redirects both, which this project verified with git 2.39), and
+// config.worktree beside a protected config. A missing commondir or config.worktree
+// is PathAbsent: no stand-in may be put there (git dies on an empty commondir), so
+// only backends that can deny a name keep it from being created.
+//
+// What protection does not cover, and cannot without breaking git in workspace-write:
+// the index and the working tree stay writable, so a command can stage a nested
+// repository as a gitlink; "git status" in the superproject then runs git in it,
+// which reads the nested repository's own configuration (core.fsmonitor runs a
+// program; also verified with git 2.39). Protected paths keep an existing repository's
+// own hooks and configuration from being planted; they do not make running git on a
+// tree an agent wrote safe. Neither do they cover core.hooksPath pointing into the
+// working tree (husky's ".husky"): add that directory to protect.
+//
+// # Linked worktrees
+//
+// A commit in a linked worktree writes to its git directory (<common>/worktrees/<name>)
+// and to the common directory (objects, refs), both usually outside the workspace.
+// [Execution.WithWorktreeRoots] adds the common directory as a writable root instead
+// of asking the user to. It is a separate step after [Resolve] (its doc says why);
+// toh-exec applies it, so "toh-exec policy show" prints the added roots under
+// worktreeRoots.
+//
+// Threat model: a .git file in a writable root is content a confined command can
+// write. A command could plant "gitdir: /home/alice/.ssh" for the next run to make
+// that directory writable. A pointer is therefore honoured only when the structure it
+// leads to proves that git registered this root as a worktree of that repository, and
+// the proof lies where no confined command of this policy could have written it:
+//
+//  1. <root>/.git is a regular file (not a symlink) "gitdir: <G>";
+//  2. G lies outside every writable root;
+//  3. G/gitdir (git's back-pointer) names <root>/.git, and G/HEAD is a file;
+//  4. G/commondir names a directory C with HEAD, objects/ and refs/;
+//  5. G is C/worktrees/<name>.
+//
+// Forging that needs write access to C/worktrees, which a command has only if C is
+// already writable. Submodule checkouts and --separate-git-dir repositories have no
+// back-pointer, so their git directories are never added: name them in writableRoots.
+// The added directory's hooks, config, commondir and per-worktree directories stay
+// read-only (it is a git directory of the worktree's root, see ProtectedPaths).
+//
 // # Escalation
 //
 // [ValidateEscalation] returns an [*EscalationError] whose Error() is the exact SPEC
@@ -183,9 +246,15 @@ type Execution struct {
 	// beyond the workspace root and the temp areas); backends that treat /tmp specially
 	// need to tell them apart.
 	ExtraRoots []string `json:"extraRoots"`
+	// WorktreeRoots are the verified common git directories of linked worktrees that
+	// [Execution.WithWorktreeRoots] appended to WritableRoots; [Resolve] leaves it
+	// empty.
+	WorktreeRoots []string `json:"worktreeRoots,omitempty"`
 	// TmpDir is the canonical $TMPDIR of the caller, or "" when unset or relative.
 	TmpDir string `json:"tmpDir,omitempty"`
-	// Protect lists paths relative to each writable root that stay read-only.
+	// Protect lists paths relative to each writable root that stay read-only; entries
+	// under ".git/" are relative to the root's git directories instead. Backends use
+	// [Execution.ProtectedPaths], never these strings joined to a root.
 	Protect  []string `json:"protect"`
 	Network  Network  `json:"network"`
 	Approval Approval `json:"approval"`

@@ -1,0 +1,250 @@
+package policy
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/toh-sandbox/toh/canon"
+)
+
+// Limits of the git-structure reads. They bound what a hostile tree can make toh read
+// before every run; no real repository comes near them.
+const (
+	maxGitFileBytes = 4096 // a .git pointer file, commondir, gitdir
+	maxGitDirs      = 1024 // git directories belonging to one root
+	maxModulesDepth = 16   // directory levels below <gitdir>/modules
+	maxModulesReads = 4096 // directories read below all modules/ of one root
+)
+
+// gitDirsOf returns the git directories that belong to the writable root r, in a
+// stable order, and r's .git pointer file when .git is a file:
+//
+//   - r itself when it looks like a git directory (a bare repository, or the common
+//     directory of a linked worktree added by [Execution.WithWorktreeRoots]);
+//   - r/.git when it is a directory, or the directory a .git file ("gitdir: <path>")
+//     names;
+//   - the common directory of each of those (its commondir file), each per-worktree
+//     directory <common>/worktrees/*, and every submodule git directory below
+//     <gitdir>/modules of any git directory found, recursively.
+//
+// Pointers are followed here without the checks of [verifiedWorktree]: what this
+// finds is only ever made read-only, never writable, so a planted pointer can at most
+// make more paths read-only.
+func gitDirsOf(r string) (dirs []string, pointer string) {
+	var queue []string
+	if looksLikeGitDir(r) {
+		queue = append(queue, r)
+	}
+	dotgit := r + "/.git"
+	if fi, err := os.Lstat(dotgit); err == nil {
+		switch {
+		case fi.IsDir():
+			queue = append(queue, dotgit)
+		case fi.Mode().IsRegular():
+			pointer = dotgit
+			if g, ok := readGitPointer(dotgit); ok && isDir(g) {
+				queue = append(queue, g)
+			}
+		case fi.Mode()&os.ModeSymlink != 0:
+			// A .git symlink to a git directory: protect the directory it leads to.
+			if g := canon.Canonical(dotgit); isDir(g) {
+				queue = append(queue, g)
+			}
+		}
+	}
+	seen := map[string]bool{}
+	reads := 0
+	for len(queue) > 0 && len(dirs) < maxGitDirs {
+		d := queue[0]
+		queue = queue[1:]
+		if seen[d] {
+			continue
+		}
+		seen[d] = true
+		dirs = append(dirs, d)
+		if c, ok := readCommonDir(d); ok && isDir(c) {
+			queue = append(queue, c)
+		}
+		for _, w := range subdirs(d + "/worktrees") {
+			queue = append(queue, w)
+		}
+		queue = append(queue, moduleGitDirs(d+"/modules", 0, &reads)...)
+	}
+	return dirs, pointer
+}
+
+// moduleGitDirs walks a modules/ directory: submodule names may contain slashes, so a
+// directory that is not a git directory is descended into; a git directory is
+// returned (its own modules/ is walked when it is processed).
+func moduleGitDirs(dir string, depth int, reads *int) []string {
+	if depth > maxModulesDepth || *reads >= maxModulesReads {
+		return nil
+	}
+	*reads++
+	var out []string
+	for _, s := range subdirs(dir) {
+		if looksLikeGitDir(s) {
+			out = append(out, s)
+		} else {
+			out = append(out, moduleGitDirs(s, depth+1, reads)...)
+		}
+	}
+	return out
+}
+
+// subdirs lists the real (not symlinked) subdirectories of dir, sorted.
+func subdirs(dir string) []string {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range entries {
+		if e.IsDir() {
+			out = append(out, dir+"/"+e.Name())
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// looksLikeGitDir reports whether d has what git itself requires of a git directory:
+// a HEAD file, and objects/ and refs/ directories either in d or, for a linked
+// worktree's directory, in the common directory its commondir names.
+func looksLikeGitDir(d string) bool {
+	if !isRegular(d + "/HEAD") {
+		return false
+	}
+	common := d
+	if c, ok := readCommonDir(d); ok {
+		common = c
+	}
+	return isDir(common+"/objects") && isDir(common+"/refs")
+}
+
+// readGitPointer reads a .git file the way git's read_gitfile does: "gitdir: <path>",
+// trailing white space dropped, a relative path taken relative to the file's
+// directory. The result is canonical.
+func readGitPointer(file string) (string, bool) {
+	b, ok := readSmall(file)
+	if !ok {
+		return "", false
+	}
+	rest, found := bytes.CutPrefix(b, []byte("gitdir: "))
+	p := strings.TrimRight(string(rest), " \t\r\n")
+	if !found || p == "" {
+		return "", false
+	}
+	return resolveFrom(path.Dir(file), p), true
+}
+
+// readCommonDir reads <d>/commondir the way git does: trailing CR and LF dropped, a
+// relative path taken relative to d. The result is canonical.
+func readCommonDir(d string) (string, bool) {
+	b, ok := readSmall(d + "/commondir")
+	if !ok {
+		return "", false
+	}
+	p := strings.TrimRight(string(b), "\r\n")
+	if p == "" {
+		return "", false
+	}
+	return resolveFrom(d, p), true
+}
+
+// readBackPointer reads <g>/gitdir, which git writes into a linked worktree's
+// directory: the path of the worktree's .git file (relative to g since git 2.48 with
+// worktree.useRelativePaths).
+func readBackPointer(g string) (string, bool) {
+	b, ok := readSmall(g + "/gitdir")
+	if !ok {
+		return "", false
+	}
+	p := strings.TrimRight(string(b), " \t\r\n")
+	if p == "" {
+		return "", false
+	}
+	return resolveFrom(g, p), true
+}
+
+// resolveFrom is the canonical spelling of p taken relative to dir. dir is canonical;
+// joining by string and canonicalizing keeps ".." physical, as git's realpath does.
+func resolveFrom(dir, p string) string {
+	if !path.IsAbs(p) {
+		p = dir + "/" + p
+	}
+	return canon.Canonical(p)
+}
+
+// readSmall reads a regular file (never through a final symlink) of at most
+// maxGitFileBytes.
+func readSmall(file string) ([]byte, bool) {
+	fi, err := os.Lstat(file)
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() > maxGitFileBytes {
+		return nil, false
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, false
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxGitFileBytes+1))
+	if err != nil || len(b) > maxGitFileBytes {
+		return nil, false
+	}
+	return b, true
+}
+
+func isDir(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
+}
+
+func isRegular(p string) bool {
+	fi, err := os.Lstat(p)
+	return err == nil && fi.Mode().IsRegular()
+}
+
+// verifiedWorktree returns the common git directory of the linked worktree whose top
+// level is the root r, when the structure proves that git itself registered r as
+// that worktree (see the package doc, "Linked worktrees"):
+//
+//  1. r/.git is a regular file "gitdir: <G>";
+//  2. G is a directory that lies outside every root in writable: the evidence below
+//     must not be something a confined command could have written;
+//  3. G/gitdir names r/.git, G/HEAD is a file, and G/commondir names a directory C;
+//  4. C looks like a git directory (HEAD, objects/, refs/);
+//  5. G is C/worktrees/<name>: the common directory lists G as one of its worktrees.
+//
+// Every path is compared in its canonical spelling.
+func verifiedWorktree(r string, writable []string) (string, bool) {
+	dotgit := r + "/.git"
+	if !isRegular(dotgit) {
+		return "", false
+	}
+	g, ok := readGitPointer(dotgit)
+	if !ok || !isDir(g) {
+		return "", false
+	}
+	for _, w := range writable {
+		if canon.LexicallyWithin(g, w) {
+			return "", false
+		}
+	}
+	back, ok := readBackPointer(g)
+	if !ok || back != canon.Canonical(dotgit) || !isRegular(g+"/HEAD") {
+		return "", false
+	}
+	c, ok := readCommonDir(g)
+	if !ok || !isRegular(c+"/HEAD") || !isDir(c+"/objects") || !isDir(c+"/refs") {
+		return "", false
+	}
+	if path.Dir(g) != c+"/worktrees" {
+		return "", false
+	}
+	return c, true
+}

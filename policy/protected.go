@@ -1,0 +1,228 @@
+package policy
+
+import (
+	"os"
+	"path"
+	"strings"
+
+	"github.com/toh-sandbox/toh/canon"
+)
+
+// PathKind says what a protected path is when it exists, or what may stand in for it
+// while it does not.
+type PathKind string
+
+const (
+	// PathDir: a directory, or, while missing, a path an empty directory may stand in
+	// for.
+	PathDir PathKind = "dir"
+	// PathFile: anything but a directory, or, while missing, a path an empty regular
+	// file may stand in for.
+	PathFile PathKind = "file"
+	// PathAbsent: a missing path for which no stand-in of any kind may be put in
+	// place, because its mere existence changes what its reader does (git dies on an
+	// empty commondir; the policy writers must lock the one lock file they create).
+	// Backends that can deny a name (Seatbelt, the fence) deny creating it; bwrap,
+	// which can only mount over names that exist, cannot (see package sandbox).
+	PathAbsent PathKind = "absent"
+)
+
+// ProtectReason says why a path is protected.
+type ProtectReason string
+
+const (
+	// ProtectEntry: a protect entry, relative to a writable root or, for entries
+	// under ".git/", to one of the root's git directories.
+	ProtectEntry ProtectReason = "protect"
+	// ProtectGit: a file through which git finds or configures a git directory whose
+	// entries are protected: the root's .git pointer file, a git directory's
+	// commondir, and config.worktree beside a protected config. Rewriting any of them
+	// would let git read hooks or configuration from somewhere unprotected.
+	ProtectGit ProtectReason = "git"
+	// ProtectPolicy: the policy file or its sibling lock file (SPEC §8).
+	ProtectPolicy ProtectReason = "policy-file"
+)
+
+// ProtectedPath is one path that stays read-only in workspace-write.
+type ProtectedPath struct {
+	// Path is canonical and absolute. A protected symlink is represented by what it
+	// leads to.
+	Path string `json:"path"`
+	// Exists reports whether Path existed when [Execution.ProtectedPaths] looked.
+	Exists bool `json:"exists"`
+	// Kind is PathDir or PathFile for an existing path; for a missing one, the kind of
+	// stand-in allowed, or PathAbsent.
+	Kind   PathKind      `json:"kind"`
+	Reason ProtectReason `json:"reason"`
+	// Entry is the protect entry the path comes from ("" for the policy file, its lock,
+	// a .git pointer file and commondir).
+	Entry string `json:"entry,omitempty"`
+	// GitDir is the git directory a ".git/..." entry was applied to ("" otherwise).
+	// Nothing above it may be created on the path's behalf: a repository that does
+	// not exist when the run starts is the run's own.
+	GitDir string `json:"gitDir,omitempty"`
+}
+
+// gitFileNames are the names git itself keeps as files in a git directory. A missing
+// protected path with one of these names gets a file stand-in (see [kindOfMissing]).
+var gitFileNames = map[string]bool{
+	"config": true, "HEAD": true, "index": true, "packed-refs": true, "description": true,
+	"shallow": true, "FETCH_HEAD": true, "ORIG_HEAD": true, "MERGE_HEAD": true,
+	"COMMIT_EDITMSG": true, "gitdir": true,
+}
+
+// kindOfMissing is the documented rule for what may stand in for a missing protected
+// path: a file when its last component is a name git keeps as a file (config, HEAD,
+// index, ...) or has an extension (a dot after its first character: "key.pem",
+// "toh.json"); a directory otherwise (hooks, .github, .env). A stand-in of the wrong
+// kind still keeps the name from being created; it only surprises readers during the
+// run. Creating the real file or directory once makes its kind the real one.
+func kindOfMissing(p string) PathKind {
+	base := path.Base(p)
+	if gitFileNames[base] || strings.Contains(base[1:], ".") {
+		return PathFile
+	}
+	return PathDir
+}
+
+// ProtectedPaths resolves what stays read-only under x into canonical absolute paths,
+// one record per path, first occurrence kept. Every backend (bwrap, Seatbelt, the
+// fence) derives its rules from this one list. It reads the file system (lstat, the
+// small files git uses as pointers, directory listings below git directories) and
+// changes nothing; the result is only as true as the moment it ran.
+//
+// In order:
+//
+//  1. the policy file and its sibling lock file "<file>.lock", when x.PolicyFile is
+//     set (a missing lock is PathAbsent: the policy writers create it);
+//  2. for each writable root r, in x.WritableRoots order, and each protect entry e:
+//     - e not under ".git/": canonical(r/e);
+//     - e ".git" or under ".git/": the same suffix below each git directory that
+//     belongs to r (the root's .git directory or what its .git file points to, their
+//     common directory, <common>/worktrees/*, submodule git directories below
+//     modules/, recursively; and r itself when it is a git directory). Then, for
+//     each of those git directories, its commondir (PathAbsent when missing), and
+//     config.worktree when ".git/config" or ".git" is protected (PathAbsent when
+//     missing; git reads it only with extensions.worktreeConfig, which lives in the
+//     protected config), and r/.git itself when it is a pointer file.
+//
+// The git rule: entries under ".git/" apply to git directories that exist when this
+// runs. A workspace without a repository gets no such entries, so "git init" in a run
+// works (it must create .git/config and .git/hooks), and the repository it creates is
+// the run's own, hooks and configuration included. See the package doc, "Protected
+// paths", for why commondir and the pointer file are protected and what stays open.
+//
+// Missing paths get a Kind by [kindOfMissing]. Paths may lie outside every writable
+// root (a pointer can lead anywhere); they are read-only there anyway, and backends
+// skip them.
+func (x Execution) ProtectedPaths() []ProtectedPath {
+	var out []ProtectedPath
+	seen := map[string]bool{}
+	add := func(pp ProtectedPath, absentIfMissing bool) {
+		if !path.IsAbs(pp.Path) || seen[pp.Path] {
+			return
+		}
+		seen[pp.Path] = true
+		fi, err := os.Lstat(pp.Path)
+		switch {
+		case err == nil && fi.IsDir():
+			pp.Exists, pp.Kind = true, PathDir
+		case err == nil:
+			pp.Exists, pp.Kind = true, PathFile
+		case absentIfMissing:
+			pp.Kind = PathAbsent
+		default:
+			pp.Kind = kindOfMissing(pp.Path)
+		}
+		out = append(out, pp)
+	}
+	if x.PolicyFile != "" {
+		add(ProtectedPath{Path: x.PolicyFile, Reason: ProtectPolicy}, false)
+		add(ProtectedPath{Path: x.PolicyFile + ".lock", Reason: ProtectPolicy}, true)
+	}
+
+	var plain, git []string // git holds the suffixes after ".git": "" or "/hooks"
+	gitConfig := false
+	for _, e := range x.Protect {
+		if e == ".git" || strings.HasPrefix(e, ".git/") {
+			git = append(git, strings.TrimPrefix(e, ".git"))
+			gitConfig = gitConfig || e == ".git" || e == ".git/config"
+		} else {
+			plain = append(plain, e)
+		}
+	}
+	for _, r := range x.WritableRoots {
+		if !path.IsAbs(r) {
+			continue
+		}
+		for _, e := range plain {
+			add(ProtectedPath{Path: canon.Canonical(r + "/" + e), Reason: ProtectEntry, Entry: e}, false)
+		}
+		if len(git) == 0 {
+			continue
+		}
+		dirs, pointer := gitDirsOf(r)
+		if pointer != "" {
+			add(ProtectedPath{Path: pointer, Reason: ProtectGit}, false)
+		}
+		for _, d := range dirs {
+			for _, suffix := range git {
+				add(ProtectedPath{Path: canon.Canonical(d + suffix), Reason: ProtectEntry, Entry: ".git" + suffix, GitDir: d}, false)
+			}
+			add(ProtectedPath{Path: d + "/commondir", Reason: ProtectGit, GitDir: d}, true)
+			if gitConfig {
+				add(ProtectedPath{Path: d + "/config.worktree", Reason: ProtectGit, Entry: ".git/config", GitDir: d}, true)
+			}
+		}
+	}
+	return out
+}
+
+// WithWorktreeRoots returns x with the common git directory of every linked worktree
+// among its roots added as a writable root, so that git can commit in the worktree:
+// a commit writes objects and refs to the common directory and the index and HEAD to
+// the worktree's own directory below it. Only x.WorkspaceRoot and x.ExtraRoots are
+// examined, only in workspace-write, and only a pointer that passes every check of
+// the package doc's "Linked worktrees" is honoured. A common directory that already
+// lies within a writable root is not added again. The added roots are also listed in
+// WorktreeRoots, so that a reader of the policy sees where they came from.
+//
+// The hooks and configuration of an added directory stay read-only like those of any
+// other git directory: it is a git directory of the worktree's root (see
+// [Execution.ProtectedPaths]).
+//
+// This is a step after [Resolve], not part of it, on purpose: a consumer that judges
+// protected paths by joining root and entry (as the fence did before adopting
+// ProtectedPaths) would see the common directory's hooks as an unprotected part of a
+// writable root. toh-exec calls it; a consumer that does not stays stricter (git in a
+// linked worktree is then refused its common directory), never looser.
+func (x Execution) WithWorktreeRoots() Execution {
+	if x.Mode != WorkspaceWrite {
+		return x
+	}
+	writable := x.WritableRoots
+	var added []string
+	for _, r := range append([]string{x.WorkspaceRoot}, x.ExtraRoots...) {
+		c, ok := verifiedWorktree(r, writable)
+		if !ok || withinAnyRoot(c, writable) {
+			continue
+		}
+		added = append(added, c)
+		writable = append(writable[:len(writable):len(writable)], c)
+	}
+	if len(added) == 0 {
+		return x
+	}
+	x.WritableRoots = writable
+	x.WorktreeRoots = added
+	return x
+}
+
+func withinAnyRoot(p string, roots []string) bool {
+	for _, r := range roots {
+		if canon.LexicallyWithin(p, r) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,368 @@
+package policy
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// gitTree returns a canonical temporary directory and a function running git in a
+// directory below it, isolated from the user's and the system's configuration.
+func gitTree(t *testing.T) (string, func(dir string, args ...string)) {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed: the protected-path resolution of real repositories cannot be tested")
+	}
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := filepath.Join(base, "home")
+	if err := os.Mkdir(home, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run := func(dir string, args ...string) {
+		t.Helper()
+		args = append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "protocol.file.allow=always",
+			"-c", "init.defaultBranch=main"}, args...)
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+home, "GIT_CONFIG_GLOBAL=/dev/null")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %q in %s: %v\n%s", args, dir, err, out)
+		}
+	}
+	return base, run
+}
+
+func mustMkdir(t *testing.T, p string) {
+	t.Helper()
+	if err := os.MkdirAll(p, 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustWrite(t *testing.T, p, content string) {
+	t.Helper()
+	mustMkdir(t, filepath.Dir(p))
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// pathsOf renders ProtectedPaths compactly: "<path relative to base> <kind> <exists>".
+func pathsOf(pps []ProtectedPath, base string) []string {
+	var out []string
+	for _, p := range pps {
+		rel := strings.TrimPrefix(p.Path, base+"/")
+		ex := "missing"
+		if p.Exists {
+			ex = "exists"
+		}
+		out = append(out, rel+" "+string(p.Kind)+" "+ex+" "+string(p.Reason))
+	}
+	return out
+}
+
+func wwExec(ws string, roots ...string) Execution {
+	return Execution{Mode: WorkspaceWrite, WorkspaceRoot: ws, WritableRoots: append([]string{ws}, roots...),
+		Protect: slices.Clone(DefaultProtect), Network: NetworkAllow}
+}
+
+func TestProtectedPathsPlainRepository(t *testing.T) {
+	base, git := gitTree(t)
+	ws := filepath.Join(base, "ws")
+	mustMkdir(t, ws)
+	git(ws, "init", "-q")
+	mustWrite(t, filepath.Join(base, "toh.json"), "{}")
+	x := wwExec(ws)
+	x.PolicyFile = filepath.Join(base, "toh.json")
+	x.Protect = append(x.Protect, "secrets/key.pem", ".envdir")
+	got := pathsOf(x.ProtectedPaths(), base)
+	want := []string{
+		"toh.json file exists policy-file",
+		"toh.json.lock absent missing policy-file",
+		"ws/secrets/key.pem file missing protect",
+		"ws/.envdir dir missing protect",
+		"ws/.git/hooks dir exists protect",
+		"ws/.git/config file exists protect",
+		"ws/.git/commondir absent missing git",
+		"ws/.git/config.worktree absent missing git",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ProtectedPaths (-want +got):\n%s", diff)
+	}
+	// A missing hooks directory still has a git directory to live in: it is listed,
+	// with a directory stand-in allowed.
+	if err := os.RemoveAll(filepath.Join(ws, ".git", "hooks")); err != nil {
+		t.Fatal(err)
+	}
+	got = pathsOf(x.ProtectedPaths(), base)
+	if !slices.Contains(got, "ws/.git/hooks dir missing protect") {
+		t.Errorf("missing .git/hooks not listed as a missing directory: %q", got)
+	}
+	for _, p := range x.ProtectedPaths() {
+		if p.Entry == ".git/hooks" && p.GitDir != filepath.Join(ws, ".git") {
+			t.Errorf("GitDir of %s = %q", p.Path, p.GitDir)
+		}
+	}
+}
+
+// The git rule: without a git directory at the start of the run, nothing under .git
+// is protected, so "git init" can create it.
+func TestProtectedPathsWithoutRepository(t *testing.T) {
+	base := t.TempDir()
+	ws, _ := filepath.EvalSymlinks(base)
+	x := wwExec(ws)
+	if got := x.ProtectedPaths(); len(got) != 0 {
+		t.Errorf("a workspace without .git has protected paths: %+v", got)
+	}
+	x.Protect = []string{".git/hooks", "Makefile"}
+	got := pathsOf(x.ProtectedPaths(), ws)
+	if diff := cmp.Diff([]string{"Makefile dir missing protect"}, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	// Read-only and danger-full-access carry no roots: only the policy file remains.
+	x = Execution{Mode: ReadOnly, WorkspaceRoot: ws, Protect: DefaultProtect, PolicyFile: filepath.Join(ws, "p.json")}
+	if got := pathsOf(x.ProtectedPaths(), ws); !slices.Equal(got, []string{"p.json file missing policy-file", "p.json.lock absent missing policy-file"}) {
+		t.Errorf("read-only: %q", got)
+	}
+	// An empty protect list protects nothing but the policy file.
+	x = wwExec(ws)
+	x.Protect = nil
+	if got := x.ProtectedPaths(); len(got) != 0 {
+		t.Errorf("protect [] still protects: %+v", got)
+	}
+}
+
+func TestProtectedPathsWorktreeAndSubmodules(t *testing.T) {
+	base, git := gitTree(t)
+	lib, main := filepath.Join(base, "lib"), filepath.Join(base, "main")
+	mustMkdir(t, lib)
+	mustMkdir(t, main)
+	git(lib, "init", "-q")
+	git(lib, "commit", "-q", "--allow-empty", "-m", "lib")
+	git(main, "init", "-q")
+	git(main, "commit", "-q", "--allow-empty", "-m", "main")
+	git(main, "submodule", "add", "-q", "--name", "deps/lib", lib, "vendor/lib")
+	git(main, "commit", "-q", "-m", "sub")
+	git(main, "worktree", "add", "-q", filepath.Join(base, "wt"))
+	wt := filepath.Join(base, "wt")
+
+	// From the worktree: its pointer file, its own git directory, the common
+	// directory, every worktree directory and the submodule's (name with a slash).
+	x := wwExec(wt)
+	got := pathsOf(x.ProtectedPaths(), base)
+	want := []string{
+		"wt/.git file exists git",
+		"main/.git/worktrees/wt/hooks dir missing protect",
+		"main/.git/worktrees/wt/config file missing protect",
+		"main/.git/worktrees/wt/commondir file exists git",
+		"main/.git/worktrees/wt/config.worktree absent missing git",
+		"main/.git/hooks dir exists protect",
+		"main/.git/config file exists protect",
+		"main/.git/commondir absent missing git",
+		"main/.git/config.worktree absent missing git",
+		"main/.git/modules/deps/lib/hooks dir exists protect",
+		"main/.git/modules/deps/lib/config file exists protect",
+		"main/.git/modules/deps/lib/commondir absent missing git",
+		"main/.git/modules/deps/lib/config.worktree absent missing git",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("from the worktree (-want +got):\n%s", diff)
+	}
+	// From the main repository the same git directories are found, and the
+	// submodule's checkout pointer is not a root's pointer.
+	got = pathsOf(wwExec(main).ProtectedPaths(), base)
+	for _, w := range want[1:] {
+		if !slices.Contains(got, w) {
+			t.Errorf("from main: %q missing in %q", w, got)
+		}
+	}
+	if slices.Contains(got, "wt/.git file exists git") {
+		t.Errorf("from main: another worktree's pointer is protected: %q", got)
+	}
+}
+
+// A .git pointer planted to point anywhere only ever adds read-only paths.
+func TestProtectedPathsFollowPlantedPointer(t *testing.T) {
+	base := t.TempDir()
+	base, _ = filepath.EvalSymlinks(base)
+	ws, elsewhere := filepath.Join(base, "ws"), filepath.Join(base, "elsewhere")
+	mustMkdir(t, elsewhere)
+	mustWrite(t, filepath.Join(ws, ".git"), "gitdir: ../elsewhere\n")
+	got := pathsOf(wwExec(ws).ProtectedPaths(), base)
+	want := []string{
+		"ws/.git file exists git",
+		"elsewhere/hooks dir missing protect",
+		"elsewhere/config file missing protect",
+		"elsewhere/commondir absent missing git",
+		"elsewhere/config.worktree absent missing git",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	// And it never makes anything writable.
+	x := wwExec(ws).WithWorktreeRoots()
+	if !slices.Equal(x.WritableRoots, []string{ws}) || x.WorktreeRoots != nil {
+		t.Errorf("a planted pointer added roots: %q %q", x.WritableRoots, x.WorktreeRoots)
+	}
+}
+
+func TestProtectedPathsSymlinkedHooks(t *testing.T) {
+	base, git := gitTree(t)
+	ws := filepath.Join(base, "ws")
+	mustMkdir(t, ws)
+	git(ws, "init", "-q")
+	hooks := filepath.Join(ws, ".git", "hooks")
+	if err := os.RemoveAll(hooks); err != nil {
+		t.Fatal(err)
+	}
+	mustMkdir(t, filepath.Join(ws, "tools", "hooks"))
+	if err := os.Symlink("../tools/hooks", hooks); err != nil {
+		t.Fatal(err)
+	}
+	got := pathsOf(wwExec(ws).ProtectedPaths(), base)
+	if !slices.Contains(got, "ws/tools/hooks dir exists protect") {
+		t.Errorf("a symlinked hooks directory is not represented by its target: %q", got)
+	}
+}
+
+func TestKindOfMissing(t *testing.T) {
+	for p, want := range map[string]PathKind{
+		"/w/.git/hooks": PathDir, "/w/.git/config": PathFile, "/w/.git/HEAD": PathFile,
+		"/w/secrets/key.pem": PathFile, "/w/toh.json": PathFile, "/w/.env": PathDir,
+		"/w/.github": PathDir, "/w/Makefile": PathDir, "/w/a.b/c": PathDir,
+	} {
+		if got := kindOfMissing(p); got != want {
+			t.Errorf("kindOfMissing(%q) = %s, want %s", p, got, want)
+		}
+	}
+}
+
+func TestWithWorktreeRoots(t *testing.T) {
+	base, git := gitTree(t)
+	main, wt := filepath.Join(base, "main"), filepath.Join(base, "wt")
+	mustMkdir(t, main)
+	git(main, "init", "-q")
+	git(main, "commit", "-q", "--allow-empty", "-m", "main")
+	git(main, "worktree", "add", "-q", wt)
+	common := filepath.Join(main, ".git")
+
+	x := wwExec(wt, "/opt/cache").WithWorktreeRoots()
+	if !slices.Equal(x.WritableRoots, []string{wt, "/opt/cache", common}) || !slices.Equal(x.WorktreeRoots, []string{common}) {
+		t.Fatalf("verified worktree: roots %q, worktree roots %q", x.WritableRoots, x.WorktreeRoots)
+	}
+	// The added common directory keeps its hooks and config read-only.
+	got := pathsOf(x.ProtectedPaths(), base)
+	for _, w := range []string{"main/.git/hooks dir exists protect", "main/.git/config file exists protect"} {
+		if !slices.Contains(got, w) {
+			t.Errorf("%q missing from %q", w, got)
+		}
+	}
+	// Nothing is added outside workspace-write, nor when the common directory is
+	// already writable, nor from /tmp-like roots that are neither workspace nor extra.
+	ro := wwExec(wt)
+	ro.Mode = ReadOnly
+	ro.WritableRoots = nil
+	if y := ro.WithWorktreeRoots(); y.WritableRoots != nil || y.WorktreeRoots != nil {
+		t.Errorf("read-only: %+v", y)
+	}
+	if y := wwExec(wt, base).WithWorktreeRoots(); y.WorktreeRoots != nil {
+		t.Errorf("common dir already within a root, added again: %q", y.WorktreeRoots)
+	}
+	y := Execution{Mode: WorkspaceWrite, WorkspaceRoot: base, WritableRoots: []string{base, wt}}
+	if y = y.WithWorktreeRoots(); y.WorktreeRoots != nil {
+		t.Errorf("a root that is neither the workspace nor an extra root was examined: %q", y.WorktreeRoots)
+	}
+	y = Execution{Mode: WorkspaceWrite, WorkspaceRoot: base, WritableRoots: []string{base}, ExtraRoots: []string{wt}}
+	y.WritableRoots = []string{filepath.Join(base, "other"), wt}
+	y.WorkspaceRoot = filepath.Join(base, "other")
+	if y = y.WithWorktreeRoots(); !slices.Equal(y.WorktreeRoots, []string{common}) {
+		t.Errorf("an extra root that is a worktree: %q", y.WorktreeRoots)
+	}
+}
+
+// Each check of the trust rule, broken one at a time, refuses the pointer.
+func TestWithWorktreeRootsRefusesForgedStructures(t *testing.T) {
+	base, git := gitTree(t)
+	main, wt := filepath.Join(base, "main"), filepath.Join(base, "wt")
+	mustMkdir(t, main)
+	git(main, "init", "-q")
+	git(main, "commit", "-q", "--allow-empty", "-m", "main")
+	git(main, "worktree", "add", "-q", wt)
+	g := filepath.Join(main, ".git", "worktrees", "wt")
+	added := func() bool { return wwExec(wt).WithWorktreeRoots().WorktreeRoots != nil }
+	if !added() {
+		t.Fatal("positive control: the real worktree is not honoured")
+	}
+	edit := func(p, content string) func() {
+		old, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustWrite(t, p, content)
+		return func() { mustWrite(t, p, string(old)) }
+	}
+	cases := []struct {
+		name    string
+		breakIt func() (restore func())
+	}{
+		{"back-pointer names another worktree", func() func() { return edit(filepath.Join(g, "gitdir"), filepath.Join(base, "other", ".git")+"\n") }},
+		{"back-pointer missing", func() func() {
+			p := filepath.Join(g, "gitdir")
+			old, _ := os.ReadFile(p)
+			os.Remove(p)
+			return func() { mustWrite(t, p, string(old)) }
+		}},
+		{"commondir names a non-repository", func() func() {
+			mustMkdir(t, filepath.Join(base, "plain", "worktrees"))
+			return edit(filepath.Join(g, "commondir"), filepath.Join(base, "plain")+"\n")
+		}},
+		{"gitdir not below the common dir's worktrees", func() func() {
+			fake := filepath.Join(base, "fake")
+			mustWrite(t, filepath.Join(fake, "gitdir"), filepath.Join(wt, ".git")+"\n")
+			mustWrite(t, filepath.Join(fake, "HEAD"), "ref: refs/heads/main\n")
+			mustWrite(t, filepath.Join(fake, "commondir"), filepath.Join(main, ".git")+"\n")
+			return edit(filepath.Join(wt, ".git"), "gitdir: "+fake+"\n")
+		}},
+		{"pointer to a directory inside a writable root", func() func() {
+			// A structure the confined command could have built itself: everything
+			// checks out, but the evidence lies in a writable root.
+			fake := filepath.Join(wt, "fakecommon")
+			fg := filepath.Join(fake, "worktrees", "x")
+			mustWrite(t, filepath.Join(fg, "gitdir"), filepath.Join(wt, ".git")+"\n")
+			mustWrite(t, filepath.Join(fg, "HEAD"), "ref: refs/heads/main\n")
+			mustWrite(t, filepath.Join(fg, "commondir"), "../..\n")
+			mustWrite(t, filepath.Join(fake, "HEAD"), "ref: refs/heads/main\n")
+			mustMkdir(t, filepath.Join(fake, "objects"))
+			mustMkdir(t, filepath.Join(fake, "refs"))
+			return edit(filepath.Join(wt, ".git"), "gitdir: "+fg+"\n")
+		}},
+		{"pointer is not a gitdir line", func() func() { return edit(filepath.Join(wt, ".git"), g+"\n") }},
+	}
+	for _, c := range cases {
+		restore := c.breakIt()
+		if added() {
+			t.Errorf("%s: pointer honoured", c.name)
+		}
+		restore()
+		if !added() {
+			t.Fatalf("%s: restoring did not restore the positive control", c.name)
+		}
+	}
+	// A .git symlink, even to the real worktree directory, is not a pointer file.
+	dotgit := filepath.Join(wt, ".git")
+	os.Remove(dotgit)
+	if err := os.Symlink(g, dotgit); err != nil {
+		t.Fatal(err)
+	}
+	if added() {
+		t.Error(".git symlink honoured")
+	}
+}
