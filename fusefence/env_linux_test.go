@@ -23,13 +23,19 @@ import (
 //	base/src/.toh/policy.json  the policy file, inside the root so its guard is exercised
 //	base/mnt              the mount point
 //	base/outside          canaries: in no writable root (/var/tmp is not one; /tmp is)
+//	base/extra            a second writable root (policy writableRoots), outside SOURCE
 //	base/cfg              the audit log
+//
+// It runs as root (allow_other, default_permissions, as toh-mount mounts) or as an
+// ordinary user with access to /dev/fuse (through fusermount3, visible to that user
+// only).
 type env struct {
 	t         *testing.T
 	base      string
 	src       string
 	mnt       string
 	outside   string
+	extra     string
 	policy    string
 	auditPath string
 	audit     *AuditLog
@@ -42,7 +48,6 @@ type env struct {
 // with the given mode and workspace root base/src, and mounts base/src.
 func newEnv(t *testing.T, mode policy.Mode, tree ...string) *env {
 	t.Helper()
-	testutil.RequireRoot(t)
 	testutil.RequireFUSE(t)
 	base, err := os.MkdirTemp("/var/tmp", "toh-fence-")
 	if err != nil {
@@ -54,15 +59,16 @@ func newEnv(t *testing.T, mode policy.Mode, tree ...string) *env {
 		src:       filepath.Join(base, "src"),
 		mnt:       filepath.Join(base, "mnt"),
 		outside:   filepath.Join(base, "outside"),
+		extra:     filepath.Join(base, "extra"),
 		policy:    filepath.Join(base, "src", ".toh", "policy.json"),
 		auditPath: filepath.Join(base, "cfg", "audit.jsonl"),
 	}
-	testutil.MakeTree(t, base, "dir src/.toh", "dir mnt", "dir cfg", "file outside/canary precious")
+	testutil.MakeTree(t, base, "dir src/.toh", "dir mnt", "dir cfg", "dir extra", "file outside/canary precious")
 	for _, line := range tree {
 		testutil.MakeTree(t, base, strings.ReplaceAll(line, "$BASE", base))
 	}
 	if err := policy.Update(e.policy, func(f *policy.File) error {
-		f.Mode, f.WorkspaceRoot = mode, e.src
+		f.Mode, f.WorkspaceRoot, f.WritableRoots = mode, e.src, []string{e.extra}
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -81,7 +87,7 @@ func (e *env) mount() {
 	if e.audit, err = OpenAudit(e.auditPath); err != nil {
 		t.Fatal(err)
 	}
-	e.fence, err = Mount(Config{Source: e.src, Mountpoint: e.mnt, Policy: w, Audit: e.audit, AllowOther: true,
+	e.fence, err = Mount(Config{Source: e.src, Mountpoint: e.mnt, Policy: w, Audit: e.audit, AllowOther: os.Geteuid() == 0,
 		Logf: func(format string, args ...any) { t.Logf("fence: "+format, args...) }})
 	if err != nil {
 		e.audit.Close()
@@ -158,6 +164,15 @@ type entry struct {
 	Xattrs       string
 }
 
+func (en entry) String() string {
+	c := en.Content
+	if len(c) > 40 {
+		c = c[:40] + "..."
+	}
+	return fmt.Sprintf("{mode %o ino %d nlink %d owner %d:%d size %d mtime %d ctime %d content %q xattrs %q}",
+		en.Mode, en.Ino, en.Nlink, en.Uid, en.Gid, en.Size, en.Mtime, en.Ctime, c, en.Xattrs)
+}
+
 // treeState records every path under root, without following symlinks.
 func treeState(t *testing.T, root string) map[string]entry {
 	t.Helper()
@@ -218,17 +233,27 @@ func diff(before, after map[string]entry) string {
 	return b.String()
 }
 
-// unchanged runs op and checks that neither SOURCE nor the outside canaries
-// changed: the negative control of every denial.
+// hostState records SOURCE, the canaries outside and the second writable root,
+// keyed by path relative to base.
+func (e *env) hostState() map[string]entry {
+	e.t.Helper()
+	all := map[string]entry{}
+	for _, dir := range []string{"src", "outside", "extra"} {
+		for p, en := range treeState(e.t, filepath.Join(e.base, dir)) {
+			all[filepath.Join(dir, p)] = en
+		}
+	}
+	return all
+}
+
+// unchanged runs op and checks that neither SOURCE, nor the outside canaries, nor
+// the second writable root changed: the negative control of every denial.
 func (e *env) unchanged(what string, op func() error) error {
 	e.t.Helper()
-	src, out := treeState(e.t, e.src), treeState(e.t, e.outside)
+	before := e.hostState()
 	err := op()
-	if d := diff(src, treeState(e.t, e.src)); d != "" {
-		e.t.Errorf("%s changed SOURCE:\n%s", what, d)
-	}
-	if d := diff(out, treeState(e.t, e.outside)); d != "" {
-		e.t.Errorf("%s changed the canaries outside:\n%s", what, d)
+	if d := diff(before, e.hostState()); d != "" {
+		e.t.Errorf("%s changed the host:\n%s", what, d)
 	}
 	return err
 }

@@ -13,6 +13,7 @@ import (
 //	file a/f         an empty file
 //	file a/f hello   a file holding everything after the second space
 //	link a/out -> /etc   a symlink; the target is verbatim and may be relative
+//	hardlink a/g -> b/f  a hard link to the existing b/f, which is relative to root
 //
 // Paths are relative to root and may not leave it. Parents are created as needed and
 // nothing is overwritten, so a typo that names an entry twice fails the test.
@@ -21,11 +22,11 @@ func MakeTree(t testing.TB, root string, spec ...string) {
 	for _, line := range spec {
 		kind, rest, _ := strings.Cut(line, " ")
 		var name, arg string
-		if kind == "link" {
+		if kind == "link" || kind == "hardlink" {
 			var ok bool
 			name, arg, ok = strings.Cut(rest, " -> ")
 			if !ok {
-				t.Fatalf("MakeTree %q: want \"link path -> target\"", line)
+				t.Fatalf("MakeTree %q: want \"%s path -> target\"", line, kind)
 			}
 		} else {
 			name, arg, _ = strings.Cut(rest, " ")
@@ -47,8 +48,13 @@ func MakeTree(t testing.TB, root string, spec ...string) {
 			err = writeNew(p, arg)
 		case "link":
 			err = os.Symlink(arg, p)
+		case "hardlink":
+			if !filepath.IsLocal(arg) {
+				t.Fatalf("MakeTree %q: a hard link's target must be relative and stay under the root", line)
+			}
+			err = os.Link(filepath.Join(root, arg), p)
 		default:
-			t.Fatalf("MakeTree %q: unknown kind %q (want dir, file or link)", line, kind)
+			t.Fatalf("MakeTree %q: unknown kind %q (want dir, file, link or hardlink)", line, kind)
 		}
 		if err != nil {
 			t.Fatalf("MakeTree %q: %v", line, err)
