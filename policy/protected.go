@@ -21,7 +21,8 @@ const (
 	PathFile PathKind = "file"
 	// PathAbsent: a missing path for which no stand-in of any kind may be put in
 	// place, because its mere existence changes what its reader does (git dies on an
-	// empty commondir; the policy writers must lock the one lock file they create).
+	// empty commondir, an empty policy file is malformed, and the policy writers must
+	// lock the one lock file they create).
 	// Backends that can deny a name (Seatbelt, the fence) deny creating it; bwrap,
 	// which can only mount over names that exist, cannot (see package sandbox).
 	PathAbsent PathKind = "absent"
@@ -94,7 +95,7 @@ func kindOfMissing(p string) PathKind {
 // In order:
 //
 //  1. the policy file and its sibling lock file "<file>.lock", when x.PolicyFile is
-//     set (a missing lock is PathAbsent: the policy writers create it);
+//     set (PathAbsent when missing: the policy writers create them);
 //  2. for each writable root r, in x.WritableRoots order, and each protect entry e:
 //     - e not under ".git/": canonical(r/e);
 //     - e ".git" or under ".git/": the same suffix below each git directory that
@@ -137,7 +138,9 @@ func (x Execution) ProtectedPaths() []ProtectedPath {
 		out = append(out, pp)
 	}
 	if x.PolicyFile != "" {
-		add(ProtectedPath{Path: x.PolicyFile, Reason: ProtectPolicy}, false)
+		// Neither gets a stand-in: an empty policy file would read as malformed, and the
+		// writers must create the one lock file they all lock.
+		add(ProtectedPath{Path: x.PolicyFile, Reason: ProtectPolicy}, true)
 		add(ProtectedPath{Path: x.PolicyFile + ".lock", Reason: ProtectPolicy}, true)
 	}
 

@@ -129,7 +129,7 @@ func TestProtectedPathsWithoutRepository(t *testing.T) {
 	}
 	// Read-only and danger-full-access carry no roots: only the policy file remains.
 	x = Execution{Mode: ReadOnly, WorkspaceRoot: ws, Protect: DefaultProtect, PolicyFile: filepath.Join(ws, "p.json")}
-	if got := pathsOf(x.ProtectedPaths(), ws); !slices.Equal(got, []string{"p.json file missing policy-file", "p.json.lock absent missing policy-file"}) {
+	if got := pathsOf(x.ProtectedPaths(), ws); !slices.Equal(got, []string{"p.json absent missing policy-file", "p.json.lock absent missing policy-file"}) {
 		t.Errorf("read-only: %q", got)
 	}
 	// An empty protect list protects nothing but the policy file.

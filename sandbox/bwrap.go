@@ -50,14 +50,16 @@ func (b *bwrapProvider) Confine(argv []string, pol policy.Execution) (Confined, 
 	if pol.Network == policy.NetworkDeny {
 		network = policy.NetworkDeny
 	}
+	args, standIns := bwrapArgv(pol, argv, b.guarded)
 	return Confined{
-		Argv:               append([]string{b.path}, bwrapArgv(pol, argv, b.guarded)...),
+		Argv:               append([]string{b.path}, args...),
 		Backend:            BackendBwrap,
 		Enforcement:        EnforcementFull,
 		DenialSignatures:   denial,
 		RunnerFailureRules: rules,
 		Network:            network,
 		SignalAsStatus:     true,
+		standIns:           standIns,
 	}, nil
 }
 

@@ -17,7 +17,7 @@ import (
 // The order is part of the contract, because later mounts overlay earlier ones:
 //
 //	--ro-bind / /  --dev /dev  --unshare-pid  [--unshare-net]  --proc /proc  --die-with-parent
-//	--cap-drop ALL  [--tmpfs /tmp  --bind <root> <root>...  --bind <dir> <dir>...  --ro-bind <file> <file>...]
+//	--cap-drop ALL  [--tmpfs /tmp  --bind <root> <root>...  --bind <dir> <dir>...  --ro-bind <path> <path>...]
 //	--  argv...
 //
 // Why each part is there:
@@ -45,33 +45,42 @@ import (
 //     command plant a new policy file at the old path. So every directory between the
 //     bound root and the file is first bound onto itself, writable as before but a
 //     mountpoint, which cannot be renamed or removed.
-//   - These rebinds happen only for files that exist now: bwrap fails on a missing
-//     source. A missing policy file means the run uses the embedded default and there is
-//     nothing to protect yet; keeping a not-yet-existing policy file from being created
-//     is a separate, later concern. A file under /tmp but under no bound root needs
-//     nothing: the tmpfs hides the host file from the command.
+//   - A missing policy file or lock file gets no rebind (bwrap fails on a missing
+//     source) and no stand-in (see below). A missing policy file means the run uses
+//     the embedded default. A file under /tmp but under no bound root needs nothing:
+//     the tmpfs hides the host file from the command.
 //
 // Writable roots are expected to be canonical (policy.Execution guarantees it) and to
 // exist; a missing root makes bwrap itself fail, which classification reports as a
 // runner failure, never as an unconfined run.
 //
-// pol.Protect entries (relative to each bound root) that exist when the argv is built
-// are rebound read-only the same way as the policy file, parents pinned. A protected
-// path that does not exist yet is NOT kept from being created: SPEC §8 asks for that
-// too, without leaving mountpoint artifacts in the workspace, and it is not built yet.
+// Protected paths (SPEC §8) are those of pol.ProtectedPaths() that lie within a bound
+// root; they are kept read-only like the policy file, parents pinned, ordered
+// outermost first. A protected path that does not exist gets a stand-in: an empty
+// directory or file (by the path's Kind) that [Run] creates right before the spawn,
+// that bwrap mounts over read-only, and that Run removes again after the run
+// (standins_linux.go has the mechanism, its locking and what happens when toh-exec
+// is killed). The argv names the stand-ins, so it is only complete together with Run:
+// spawned directly while a protected path is missing, bwrap fails on the missing
+// mount source, which is a runner failure, never an unconfined run. Missing paths of
+// Kind PathAbsent (commondir, config.worktree, the policy file and its lock) get no
+// stand-in, because their mere existence changes what git or the policy writers do;
+// bwrap cannot keep them from being created (the sandbox package doc lists this).
 func BwrapArgv(pol policy.Execution, argv []string) []string {
-	return bwrapArgv(pol, argv, nil)
+	out, _ := bwrapArgv(pol, argv, nil)
+	return out
 }
 
 // bwrapArgv is BwrapArgv with more files to keep read-only the same way as the policy
-// file (the probe cache).
-func bwrapArgv(pol policy.Execution, argv []string, guarded []string) []string {
+// file (the probe cache), and the stand-ins Run must prepare (nil when none).
+func bwrapArgv(pol policy.Execution, argv []string, guarded []string) ([]string, *standInPlan) {
 	out := []string{"--ro-bind", "/", "/", "--dev", "/dev", "--unshare-pid"}
 	if pol.Network == policy.NetworkDeny {
 		out = append(out, "--unshare-net")
 	}
 	out = append(out, "--proc", "/proc", "--die-with-parent", "--cap-drop", "ALL")
 
+	var plan *standInPlan
 	if pol.Mode == policy.WorkspaceWrite {
 		out = append(out, "--tmpfs", "/tmp")
 		var bound []string
@@ -82,65 +91,116 @@ func bwrapArgv(pol policy.Execution, argv []string, guarded []string) []string {
 			bound = append(bound, r)
 			out = append(out, "--bind", r, r)
 		}
-		var files []string
-		if pol.PolicyFile != "" {
-			files = append(files, pol.PolicyFile, pol.PolicyFile+".lock")
-		}
-		for _, r := range bound {
-			for _, p := range pol.Protect {
-				files = append(files, path.Join(r, p))
+		pps := pol.ProtectedPaths()
+		for _, g := range guarded {
+			if _, err := os.Stat(g); err == nil {
+				pps = append(pps, policy.ProtectedPath{Path: g, Exists: true, Kind: policy.PathFile})
 			}
 		}
-		out = append(out, bwrapGuardFiles(append(files, guarded...), bound)...)
+		guards := bwrapGuards(pps, bound)
+		out = append(out, bwrapGuardOptions(guards, bound)...)
+		if len(guards) > 0 {
+			plan = &standInPlan{guards: guards}
+		}
 	}
 
 	out = append(out, "--")
-	return append(out, argv...)
+	return append(out, argv...), plan
 }
 
-// bwrapGuardFiles returns the options that keep each existing file of files (the
-// policy file, its lock file, the probe cache) from being changed or replaced through
-// the bound roots (see [BwrapArgv]).
-func bwrapGuardFiles(files []string, bound []string) []string {
-	var present []string
+// standInPlan is what [Run] prepares around a bwrap spawn: every guarded path must
+// exist when bwrap mounts over it (see standins_linux.go).
+type standInPlan struct {
+	guards []bwrapGuard
+}
+
+// bwrapGuard is one path the bwrap rung keeps read-only.
+type bwrapGuard struct {
+	path   string
+	root   string // the innermost bound root that contains path
+	exists bool
+	kind   policy.PathKind
+	// base is the deepest directory (root itself, or the git directory of a ".git/..."
+	// entry) that must already exist: a stand-in never creates a git directory.
+	base string
+}
+
+// bwrapGuards selects the protected paths bwrap must act on: those within a bound
+// root (everything else is read-only already, or hidden by the /tmp tmpfs) that exist
+// or may get a stand-in. The result is sorted outermost first, then by path.
+func bwrapGuards(pps []policy.ProtectedPath, bound []string) []bwrapGuard {
+	var out []bwrapGuard
+	seen := map[string]bool{}
+	for _, pp := range pps {
+		root := innermostRoot(pp.Path, bound)
+		if root == "" || seen[pp.Path] || (!pp.Exists && pp.Kind == policy.PathAbsent) {
+			continue
+		}
+		g := bwrapGuard{path: pp.Path, root: root, exists: pp.Exists, kind: pp.Kind, base: root}
+		if pp.GitDir != "" {
+			if !canon.LexicallyWithin(pp.GitDir, root) {
+				// The root lies inside the git directory; a missing path there has no
+				// creatable place of its own.
+				if !pp.Exists {
+					continue
+				}
+			} else {
+				g.base = pp.GitDir
+			}
+		}
+		seen[pp.Path] = true
+		out = append(out, g)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return pathLess(out[i].path, out[j].path) })
+	return out
+}
+
+// bwrapGuardOptions pins every directory between a bound root and a guarded path with
+// a writable self-bind (see [BwrapArgv] for why), then rebinds each guarded path
+// read-only.
+func bwrapGuardOptions(guards []bwrapGuard, bound []string) []string {
 	pinSet := map[string]bool{}
-	for _, f := range files {
-		if f == "" || !withinAny(f, bound) {
-			continue
-		}
-		if _, err := os.Stat(f); err != nil {
-			continue
-		}
-		present = append(present, f)
-		for d := path.Dir(f); d != "/" && d != "."; d = path.Dir(d) {
+	for _, g := range guards {
+		for d := path.Dir(g.path); d != "/" && d != "."; d = path.Dir(d) {
 			if strictlyWithinAny(d, bound) {
 				pinSet[d] = true
 			}
 		}
-	}
-	if len(present) == 0 {
-		return nil
 	}
 	// Outermost first: an inner bind made before an outer one would be hidden by it.
 	pins := make([]string, 0, len(pinSet))
 	for d := range pinSet {
 		pins = append(pins, d)
 	}
-	sort.Slice(pins, func(i, j int) bool {
-		di, dj := strings.Count(pins[i], "/"), strings.Count(pins[j], "/")
-		if di != dj {
-			return di < dj
-		}
-		return pins[i] < pins[j]
-	})
+	sort.Slice(pins, func(i, j int) bool { return pathLess(pins[i], pins[j]) })
 	var out []string
 	for _, d := range pins {
 		out = append(out, "--bind", d, d)
 	}
-	for _, p := range present {
-		out = append(out, "--ro-bind", p, p)
+	for _, g := range guards {
+		out = append(out, "--ro-bind", g.path, g.path)
 	}
 	return out
+}
+
+// pathLess orders paths by depth, then by spelling.
+func pathLess(a, b string) bool {
+	da, db := strings.Count(a, "/"), strings.Count(b, "/")
+	if da != db {
+		return da < db
+	}
+	return a < b
+}
+
+// innermostRoot returns the longest of roots that contains p, or "".
+func innermostRoot(p string, roots []string) string {
+	best := ""
+	for _, r := range roots {
+		if canon.LexicallyWithin(p, r) && len(r) > len(best) {
+			best = r
+		}
+	}
+	return best
 }
 
 // withinAny reports whether path lies lexically within any of roots.

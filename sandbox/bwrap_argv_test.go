@@ -90,6 +90,13 @@ func TestBwrapArgvGolden(t *testing.T) {
 	// No "/tmp" root here: the temporary directory may lie under /tmp, which would make
 	// the outside file inside.
 	wsRoots := []string{ws}
+	// A repository without .git/hooks, and a protected file below a missing directory:
+	// both get stand-ins, named in the argv, created only by Run.
+	repo := filepath.Join(dir, "repo")
+	testutil.MakeTree(t, dir, "file repo/.git/HEAD ref: refs/heads/main", "file repo/.git/config [core]",
+		"dir repo/.git/objects", "dir repo/.git/refs", "dir repo/.git/modules/lib/hooks",
+		"file repo/.git/modules/lib/HEAD ref: refs/heads/main", "dir repo/.git/modules/lib/objects", "dir repo/.git/modules/lib/refs")
+	repoBefore := treeNames(t, dir)
 
 	tests := []struct {
 		name string
@@ -138,6 +145,10 @@ func TestBwrapArgvGolden(t *testing.T) {
 		{"read-only-policy-file", policy.Execution{
 			Mode: policy.ReadOnly, Network: policy.NetworkAllow, PolicyFile: withLock,
 		}},
+		{"protect-git-and-missing-paths", policy.Execution{
+			Mode: policy.WorkspaceWrite, WorkspaceRoot: repo, WritableRoots: []string{repo},
+			Protect: append([]string{"secrets/key.pem"}, policy.DefaultProtect...), Network: policy.NetworkAllow,
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -145,6 +156,9 @@ func TestBwrapArgvGolden(t *testing.T) {
 			checkBwrapInvariants(t, tt.pol, got, bwrapTestArgv)
 			goldenCompare(t, "bwrap/"+tt.name+".golden", bwrapGoldenLines(t, got, dir))
 		})
+	}
+	if after := treeNames(t, dir); after != repoBefore {
+		t.Errorf("building argv changed the file system:\n%s", after)
 	}
 }
 
@@ -188,6 +202,19 @@ func checkBwrapInvariants(t *testing.T, pol policy.Execution, got, argv []string
 			}
 		}
 	}
+}
+
+// treeNames lists every path below dir with its type.
+func treeNames(t *testing.T, dir string) string {
+	t.Helper()
+	var b strings.Builder
+	filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err == nil {
+			b.WriteString(p + " " + fi.Mode().Type().String() + "\n")
+		}
+		return nil
+	})
+	return b.String()
 }
 
 func bwrapLastIndex(s []string, v string) int {

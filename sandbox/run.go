@@ -98,6 +98,10 @@ func (e *SpawnError) Unwrap() error { return e.Err }
 // runner failure is returned as an *UnavailableError together with the facts; the
 // caller must not treat the run as the command's own result. Termination signals
 // delivered to this process are forwarded to the child while it runs.
+//
+// For the bwrap rung Run also prepares the stand-ins of missing protected paths
+// before the spawn and removes them after the child exited, however it ended (see
+// standins_linux.go); a failure to prepare them is a *SpawnError and nothing runs.
 func Run(c Confined, pol policy.Execution, dir string, env []string, stdio Stdio) (Facts, error) {
 	facts := Facts{
 		Mode:        pol.Mode,
@@ -109,8 +113,20 @@ func Run(c Confined, pol policy.Execution, dir string, env []string, stdio Stdio
 	if err := checkDir(dir); err != nil {
 		return facts, &SpawnError{Argv0: c.Argv[0], Err: err}
 	}
+	// Signals are caught from here on, so that a SIGTERM while stand-ins are being
+	// prepared is forwarded to the child once it runs, and cleanup still happens.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, forwarded...)
+	defer signal.Stop(sigs)
+	if c.standIns != nil {
+		s, err := c.standIns.prepare()
+		if err != nil {
+			return facts, &SpawnError{Argv0: c.Argv[0], Err: fmt.Errorf("preparing protected paths: %w", err)}
+		}
+		defer s.release()
+	}
 	tail := &tailBuffer{max: TailBytes}
-	code, sig, err := spawn(c.Argv[0], c.Argv, dir, env, stdio, tail, true)
+	code, sig, err := spawn(c.Argv[0], c.Argv, dir, env, stdio, tail, true, sigs)
 	if err != nil {
 		if isRunnerSpawnError(err, c.Argv[0]) {
 			facts.RunnerFailed = true
@@ -147,7 +163,7 @@ func RunUnconfined(mode policy.Mode, path string, argv []string, dir string, env
 	if err := checkDir(dir); err != nil {
 		return facts, &SpawnError{Argv0: argv[0], Err: err}
 	}
-	code, sig, err := spawn(path, argv, dir, env, stdio, nil, false)
+	code, sig, err := spawn(path, argv, dir, env, stdio, nil, false, nil)
 	if err != nil {
 		return facts, &SpawnError{Argv0: argv[0], Err: err}
 	}
@@ -192,7 +208,10 @@ var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, sys
 // included) and have the user's shell run it after the sandbox exits. Terminal
 // signals then reach toh-exec, which forwards them to the child. The backends' argv
 // stays the exact SPEC profile; bwrap's own --new-session would change it.
-func spawn(path string, argv []string, dir string, env []string, stdio Stdio, tail *tailBuffer, newSession bool) (code, sig int, err error) {
+//
+// sigs, when not nil, is a channel the caller already registered for the forwarded
+// signals; spawn then forwards what it received before the start too.
+func spawn(path string, argv []string, dir string, env []string, stdio Stdio, tail *tailBuffer, newSession bool, sigs chan os.Signal) (code, sig int, err error) {
 	cmd := &exec.Cmd{Path: path, Args: argv, Dir: dir, Env: env, Stdin: stdio.Stdin, Stdout: stdio.Stdout}
 	if newSession {
 		cmd.SysProcAttr = newSessionAttr()
@@ -201,9 +220,11 @@ func spawn(path string, argv []string, dir string, env []string, stdio Stdio, ta
 	if tail != nil {
 		cmd.Stderr = &teeWriter{tail: tail, w: stdio.Stderr}
 	}
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, forwarded...)
-	defer signal.Stop(sigs)
+	if sigs == nil {
+		sigs = make(chan os.Signal, 4)
+		signal.Notify(sigs, forwarded...)
+		defer signal.Stop(sigs)
+	}
 	if err := cmd.Start(); err != nil {
 		return 0, 0, err
 	}

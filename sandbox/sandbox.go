@@ -25,7 +25,7 @@
 // # Enforcement per rung
 //
 // What each rung governs, against SPEC §1's file effects (each row is tested through
-// the built binary in cmd/toh-exec/rungs_test.go):
+// the built binary in cmd/toh-exec/rungs_linux_test.go and protect_linux_test.go):
 //
 //	effect                          bwrap            Landlock read-only    Landlock workspace-write
 //	content, name, existence        full (EROFS)     full (EACCES)         full inside/outside roots
@@ -38,14 +38,38 @@
 //	/tmp                            private tmpfs    read-only             host /tmp writable
 //	/dev                            private --dev    only /dev/null        only /dev/null
 //	network deny                    --unshare-net    TCP rules (ABI >= 4) + non-unix sockets refused
-//	protect (existing paths)        read-only binds  not possible          not possible
+//	protect, existing paths         read-only binds  (all read-only)       NOT governed
+//	protect, missing paths          stand-ins        (all read-only)       NOT governed
+//	missing commondir,              NOT governed     (all read-only)       NOT governed
+//	  config.worktree, policy lock
+//
+// Seatbelt (macOS, built and golden-tested here, never run): every protected path,
+// existing or missing, gets a deny rule, and the directories on the way to one may be
+// neither created nor removed nor renamed (see [SeatbeltProfile]).
 //
 // Enforcement is "full" for bwrap, "full" for Landlock read-only on ABI >= 5 with the
 // seccomp filter, and "partial" otherwise (Landlock workspace-write always, since a
 // seccomp filter cannot tell paths apart and Landlock cannot deny inside an allowed
-// tree). Landlock below ABI 5 prints the exact partial notice. Network deny that a rung
-// cannot apply fails closed. Protected paths that do not exist yet are not enforced
-// by any rung yet.
+// tree, so protected paths stay writable; --require-full refuses such a run). Landlock
+// below ABI 5 prints the exact partial notice. Network deny that a rung cannot apply
+// fails closed.
+//
+// # Protected paths
+//
+// Every backend takes its protected paths from policy.Execution.ProtectedPaths, so
+// they agree on which paths (the git directories of linked worktrees and submodules
+// included) and on the git rule (no ".git/..." protection where no git directory
+// exists yet, so "git init" works). bwrap rebinds an existing one read-only and pins
+// the directories above it; for a missing one [Run] first creates an empty stand-in
+// that bwrap rebinds the same way, and removes it after the run, so nothing is left
+// in the user's tree (standins_linux.go: mechanism, concurrent runs, what a SIGKILL of
+// toh-exec leaves). Paths whose mere existence matters to git (commondir,
+// config.worktree) or to the policy writers (the policy file and its lock) get no
+// stand-in, so bwrap cannot keep them from being created when missing: a command can
+// create ".git/commondir" in an ordinary repository and so redirect where git reads
+// config and hooks from, for the user's next git command. Seatbelt and the fence deny
+// it. A rung is also only as strong as the weakest run over the same tree at the same
+// time: a concurrent Landlock or danger-full-access run can write protected paths.
 //
 // # Platform support
 //
@@ -98,6 +122,9 @@ type Confined struct {
 	// then not be told apart from a signal death, so they are never classified as a
 	// denial or a runner failure: a signal death never is (SPEC §4.3).
 	SignalAsStatus bool
+	// standIns, when set, are the protected paths [Run] must lock, and create where
+	// missing, before the spawn, and clean up after it (bwrap only).
+	standIns *standInPlan
 }
 
 // RunnerFailureRules is the runner-failure half of a backend's dialect.
