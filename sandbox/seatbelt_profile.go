@@ -2,13 +2,16 @@ package sandbox
 
 import (
 	"path"
+	"sort"
 	"strings"
 
+	"github.com/toh-sandbox/toh/canon"
 	"github.com/toh-sandbox/toh/policy"
 )
 
 // SeatbeltProfile translates an execution policy into the SBPL profile of SPEC §4.2.
-// It is pure text, so it builds and is tested on every platform.
+// It is text built from pol and pol.ProtectedPaths() (which reads the file system to
+// find git directories), so it builds and is tested on every platform.
 //
 // The read-only profile is exactly
 //
@@ -18,11 +21,34 @@ import (
 //
 //   - ` (allow file-write* (subpath "<root>") ...)`: one form holding one subpath per
 //     writable root, in pol.WritableRoots order;
-//   - ` (deny file-write* (subpath "<root>/<p>"))` for every writable root and every
-//     pol.Protect entry p, then ` (deny file-write* (literal "<policy file>"))` and the
-//     same for "<policy file>.lock" when pol.PolicyFile is set. They come after the
-//     allow because in SBPL the last matching rule wins. Unlike bwrap's rebinds they
-//     need no existing file: Seatbelt matches path strings, so they also stop creation.
+//   - ` (deny file-write* (subpath "<path>"))` for every protected path within a
+//     writable root, existing or not, in ProtectedPaths order, except the policy file
+//     and its lock, which get ` (deny file-write* (literal "<path>"))` after them;
+//   - ` (deny file-write-create file-write-unlink (literal "<dir>"))` for every
+//     directory strictly between a writable root and a protected path, outermost
+//     first (see "Renames" below).
+//
+// The denials come after the allow because in SBPL the last matching rule wins.
+// Unlike bwrap's rebinds they need no existing file: Seatbelt matches path strings,
+// so they also stop creation, and need no stand-ins. Protected paths outside every
+// writable root get no rule: (deny file-write*) covers them.
+//
+// Renames: Seatbelt matches the path an operation names, not the object, so a subpath
+// denial of ".git/hooks" alone would not stop "mv .git .git2; edit .git2/hooks/x; mv
+// .git2 .git", nor "mkdir -p x/hooks; ...; mv x .git" where .git does not exist. The
+// directories between a root and a protected path therefore may be neither removed
+// or renamed away (file-write-unlink, which the sandbox checks for the source of a
+// rename and for rmdir) nor created or renamed onto (file-write-create, checked for
+// mkdir and the destination of a rename). Creating, writing and removing files inside
+// them stays allowed: those operations name the entries, not the directory. The cost:
+// a directory on the way to a protected path that does not exist yet (".github" for a
+// protected ".github/workflows") cannot be created by the command, and git cannot
+// remove a linked worktree's or a submodule's git directory from inside the sandbox
+// (bwrap's pins refuse the same). This reading of the sandbox's rename checks comes
+// from Apple's published profiles and has not been tested on macOS by this project;
+// neither has the whole protected-path profile. Hard links: a command may be able to
+// link a protected file to a writable name and write through it; the profile does not
+// name file-link operations, whose semantics could not be verified here.
 //
 // Network deny appends ` (deny network*)` in every mode (SPEC §7).
 //
@@ -34,6 +60,16 @@ import (
 // never reaches a provider). A workspace-write policy without writable roots also gets
 // no allow form: "(allow file-write*)" with no filter would allow every write.
 func SeatbeltProfile(pol policy.Execution) string {
+	var pps []policy.ProtectedPath
+	if pol.Mode == policy.WorkspaceWrite && len(pol.WritableRoots) > 0 {
+		pps = pol.ProtectedPaths()
+	}
+	return seatbeltProfile(pol, pps)
+}
+
+// seatbeltProfile is SeatbeltProfile with the protected paths given, so that golden
+// tests can show git directories without a repository on disk.
+func seatbeltProfile(pol policy.Execution, pps []policy.ProtectedPath) string {
 	var b strings.Builder
 	b.WriteString(`(version 1) (allow default) (deny file-write*) (allow file-write* (literal "/dev/null"))`)
 
@@ -44,17 +80,32 @@ func SeatbeltProfile(pol policy.Execution) string {
 		}
 		b.WriteString(")")
 
-		for _, r := range pol.WritableRoots {
-			for _, p := range pol.Protect {
-				// path.Join cleans: SBPL compares strings, so "/ws/./.git" would match
-				// nothing. A p that escapes the root only widens the denial.
-				b.WriteString(" (deny file-write* (subpath " + seatbeltQuote(path.Join(r, p)) + "))")
+		var literals []string
+		ancestors := map[string]bool{}
+		for _, pp := range pps {
+			root := innermostRoot(pp.Path, pol.WritableRoots)
+			if root == "" {
+				continue
 			}
+			for d := path.Dir(pp.Path); d != root && canon.LexicallyWithin(d, root); d = path.Dir(d) {
+				ancestors[d] = true
+			}
+			if pp.Reason == policy.ProtectPolicy {
+				literals = append(literals, pp.Path)
+				continue
+			}
+			b.WriteString(" (deny file-write* (subpath " + seatbeltQuote(pp.Path) + "))")
 		}
-		if pol.PolicyFile != "" {
-			for _, f := range []string{pol.PolicyFile, pol.PolicyFile + ".lock"} {
-				b.WriteString(" (deny file-write* (literal " + seatbeltQuote(f) + "))")
-			}
+		for _, f := range literals {
+			b.WriteString(" (deny file-write* (literal " + seatbeltQuote(f) + "))")
+		}
+		dirs := make([]string, 0, len(ancestors))
+		for d := range ancestors {
+			dirs = append(dirs, d)
+		}
+		sort.Slice(dirs, func(i, j int) bool { return pathLess(dirs[i], dirs[j]) })
+		for _, d := range dirs {
+			b.WriteString(" (deny file-write-create file-write-unlink (literal " + seatbeltQuote(d) + "))")
 		}
 	}
 
