@@ -20,7 +20,7 @@ const (
 	exitEscalation   = 121 // escalation invalid, rejected, cancelled or unavailable
 	exitEnforcement  = 122 // --require-full and the run would be partial
 	exitUnavailable  = 123 // SANDBOX_UNAVAILABLE: no backend, or the runner failed
-	exitCannotStart  = 124 // the command could not be started (working directory, I/O)
+	exitCannotStart  = 124 // the command could not be started (working directory, I/O, protected paths)
 	exitNotFound     = 127 // the command was not found (checked before confining)
 	landlockStageArg = "__landlock-run"
 )
@@ -116,7 +116,8 @@ Exit status:
   122  --require-full and the backend would enforce only partially
   123  SANDBOX_UNAVAILABLE: no backend can confine, or the runner itself failed;
        the command did not run
-  124  the command could not be started (unusable working directory)
+  124  the command could not be started (unusable working directory, or a
+       protected path could not be prepared)
   127  the command was not found (checked before confining)
 A child may itself exit with any of these codes; --json and --result-fd say which.
 `

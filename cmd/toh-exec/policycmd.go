@@ -23,7 +23,8 @@ func defaultPolicyPath() (string, error) {
 }
 
 // resolvePolicy loads the policy file (missing = embedded default) and resolves the
-// execution policy of one call. The returned code is toh-exec's exit code on error.
+// execution policy of one call, linked worktrees' common directories included. The
+// returned code is toh-exec's exit code on error.
 func resolvePolicy(file, session string, deployment policy.Mode, escalation policy.Mode) (policy.Execution, int, error) {
 	path := file
 	if path == "" {
@@ -55,7 +56,9 @@ func resolvePolicy(file, session string, deployment policy.Mode, escalation poli
 	if err != nil {
 		return policy.Execution{}, exitPolicy, err
 	}
-	return pol, 0, nil
+	// A linked worktree's verified common git directory becomes writable, so git can
+	// commit there (policy's package doc, "Linked worktrees").
+	return pol.WithWorktreeRoots(), 0, nil
 }
 
 func runPolicy(args []string, stdout, stderr io.Writer) int {

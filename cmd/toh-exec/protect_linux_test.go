@@ -1,0 +1,458 @@
+package main
+
+// Protected paths and git through the built binary under real bwrap (issue 5): git
+// works in workspace-write (init, add, commit, branch, checkout, stash, worktree add
+// and a commit in the linked worktree, submodule add from a local path), while hooks
+// and configuration of every git directory that exists when a run starts stay
+// read-only, protected paths that do not exist cannot be created, nothing is left in
+// the workspace, and a planted .git pointer makes nothing writable.
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/toh-sandbox/toh/internal/testutil"
+	"golang.org/x/sys/unix"
+)
+
+// gitPrefix defines g, git with an identity and nothing from the user's or the
+// system's configuration, for scripts run confined.
+const gitPrefix = `g() { git -c user.name=t -c user.email=t@example.com -c init.defaultBranch=main -c protocol.file.allow=always "$@"; }
+`
+
+// gitScratch is a scratch with a HOME of its own for git (read-only inside runs).
+type gitScratch struct {
+	*scratch
+	env []string
+}
+
+func newGitScratch(t *testing.T) *gitScratch {
+	t.Helper()
+	testutil.RequireBwrap(t)
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	s := newScratch(t)
+	home := filepath.Join(s.beside, "home")
+	if err := os.Mkdir(home, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return &gitScratch{scratch: s, env: []string{"GIT_CONFIG_NOSYSTEM=1", "HOME=" + home, "GIT_CONFIG_GLOBAL=/dev/null"}}
+}
+
+// confined runs script under bwrap in workspace-write with dir as the working
+// directory (and so the workspace root).
+func (s *gitScratch) confined(t *testing.T, dir, script string, args ...string) envelope {
+	t.Helper()
+	argv := append([]string{"--policy", s.noPolicy, "--runner", "bwrap", "--mode", "workspace-write",
+		"--probe-cache", filepath.Join(s.beside, "cache.json"), "-c", gitPrefix + script, "sh"}, args...)
+	e, r := tohJSON(t, dir, s.env, argv...)
+	if e.Result == nil {
+		t.Fatalf("no result: %d %+v %q", r.code, e.Error, r.stderr)
+	}
+	return e
+}
+
+func (s *gitScratch) mustRun(t *testing.T, dir, script string, args ...string) envelope {
+	t.Helper()
+	e := s.confined(t, dir, "set -e\n"+script, args...)
+	if *e.Result.ExitCode != 0 {
+		t.Fatalf("confined %q failed: %+v\nstdout: %s\nstderr: %s", script, e.Result, *e.Stdout, *e.Stderr)
+	}
+	return e
+}
+
+// withPolicy returns a copy of s whose runs use a policy file holding doc.
+func (s *gitScratch) withPolicy(t *testing.T, doc string) *gitScratch {
+	t.Helper()
+	f, err := os.CreateTemp(s.beside, "policy-*.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(doc); err != nil {
+		t.Fatal(err)
+	}
+	sc := *s.scratch
+	sc.noPolicy = f.Name()
+	return &gitScratch{scratch: &sc, env: s.env}
+}
+
+// git runs git unconfined (the user's own setup steps) and returns its output.
+func (s *gitScratch) git(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	args = append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "init.defaultBranch=main",
+		"-c", "protocol.file.allow=always"}, args...)
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), s.env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %q in %s: %v\n%s", args, dir, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// treeState lists every entry below dir with type, size, content digest of small
+// files and whether it carries the stand-in mark, so that "nothing changed" and "no
+// artifact" can be compared exactly.
+func treeState(t *testing.T, dir string) string {
+	t.Helper()
+	var lines []string
+	filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return nil
+		}
+		line := fmt.Sprintf("%s %s", strings.TrimPrefix(p, dir), fi.Mode())
+		if fi.Mode().IsRegular() {
+			b, _ := os.ReadFile(p)
+			line += fmt.Sprintf(" %q", b)
+		}
+		if _, err := unix.Lgetxattr(p, "user.toh.stand-in", nil); err == nil {
+			line += " STAND-IN"
+		}
+		lines = append(lines, line)
+		return nil
+	})
+	sort.Strings(lines)
+	return strings.Join(lines, "\n")
+}
+
+// noStandIns fails when any entry below dir carries the stand-in mark.
+func noStandIns(t *testing.T, dir string) {
+	t.Helper()
+	if st := treeState(t, dir); strings.Contains(st, "STAND-IN") {
+		t.Fatalf("stand-ins left behind in %s:\n%s", dir, st)
+	}
+}
+
+// refused requires that a confined attack failed. Writes fail with EROFS, which the
+// bwrap dialect reports as a denial; renaming or removing a mountpoint fails with
+// EBUSY, which no dialect names, so only the exit status shows it.
+func refused(t *testing.T, attack string, e envelope) {
+	t.Helper()
+	if *e.Result.ExitCode == 0 {
+		t.Errorf("%s: not refused: %+v %q", attack, e.Result, *e.Stderr)
+		return
+	}
+	if strings.Contains(*e.Stderr, "Read-only file system") != e.Result.Denied {
+		t.Errorf("%s: denied=%v but stderr %q", attack, e.Result.Denied, *e.Stderr)
+	}
+}
+
+func sameTree(t *testing.T, what, before, after string) {
+	t.Helper()
+	if before != after {
+		t.Fatalf("%s changed the tree:\n--- before\n%s\n--- after\n%s", what, before, after)
+	}
+}
+
+const preCommitHook = "#!/bin/sh\necho ran >> \"$(git rev-parse --show-toplevel)/hook-ran\"\n"
+
+// TestGitWorksWithProtectedPaths: init, add, commit, branch, checkout and stash all
+// succeed confined; an existing hook runs; hooks and config cannot be planted, not
+// even by renaming .git; nothing is left behind.
+func TestGitWorksWithProtectedPaths(t *testing.T) {
+	s := newGitScratch(t)
+	// The git rule: no repository yet, so nothing under .git is protected and init
+	// can create it.
+	s.mustRun(t, s.ws, "g init -q")
+	present(t, filepath.Join(s.ws, ".git", "HEAD"), "ref: refs/heads/main\n")
+	noStandIns(t, s.ws)
+
+	// The user installs a hook, outside the sandbox.
+	hook := filepath.Join(s.ws, ".git", "hooks", "pre-commit")
+	if err := os.WriteFile(hook, []byte(preCommitHook), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s.mustRun(t, s.ws, "g add notes.txt && g commit -q -m one")
+	present(t, filepath.Join(s.ws, "hook-ran"), "ran\n") // the existing hook ran, confined
+	s.mustRun(t, s.ws, "g branch feature && g checkout -q feature && echo more >> notes.txt && g commit -q -am two")
+	s.mustRun(t, s.ws, "g checkout -q main && echo wip >> notes.txt && g stash -q && test \"$(cat notes.txt)\" = 'workspace notes' && g stash pop -q")
+	present(t, filepath.Join(s.ws, "notes.txt"), "workspace noteswip\n")
+	if got := s.git(t, s.ws, "log", "--format=%s", "feature"); got != "two\none" {
+		t.Fatalf("feature log = %q", got)
+	}
+	if got := s.git(t, s.ws, "stash", "list"); got != "" {
+		t.Fatalf("stash not popped: %q", got)
+	}
+
+	// Negative: each attack on its own, so that each must be refused.
+	config := filepath.Join(s.ws, ".git", "config")
+	before := treeState(t, filepath.Join(s.ws, ".git"))
+	for _, attack := range []string{
+		`echo evil > .git/hooks/post-checkout`,
+		`echo evil >> .git/hooks/pre-commit`,
+		`rm .git/hooks/pre-commit`,
+		`chmod 000 .git/hooks/pre-commit`,
+		`printf '[core]\n\tfsmonitor = "touch PWNED"\n' >> .git/config`,
+		`g config core.hooksPath /tmp`,
+		`mv .git .git2`,
+		`mv .git/hooks .git/hooks2`,
+		`rm -rf .git/hooks`,
+		`mv .git/config .git/config2`,
+		`ln -f notes.txt .git/config`,
+	} {
+		refused(t, attack, s.confined(t, s.ws, attack))
+	}
+	sameTree(t, "the attacks", before, treeState(t, filepath.Join(s.ws, ".git")))
+	absent(t, filepath.Join(s.ws, ".git2"))
+	absent(t, filepath.Join(s.ws, "PWNED"))
+	if b, _ := os.ReadFile(config); bytes.Contains(b, []byte("fsmonitor")) || bytes.Contains(b, []byte("hooksPath")) {
+		t.Fatalf(".git/config was changed: %s", b)
+	}
+	// Positive controls: the rest of .git is writable, and with an empty protect list
+	// the very same attack lands, so the refusals above are the protection's.
+	s.mustRun(t, s.ws, "echo described > .git/description")
+	present(t, filepath.Join(s.ws, ".git", "description"), "described\n")
+	unprotected := s.withPolicy(t, `{"version": 1, "protect": []}`)
+	unprotected.mustRun(t, s.ws, `echo evil > .git/hooks/post-checkout`)
+	present(t, filepath.Join(s.ws, ".git", "hooks", "post-checkout"), "evil\n")
+	os.Remove(filepath.Join(s.ws, ".git", "hooks", "post-checkout"))
+	noStandIns(t, s.ws)
+	s.checkCanary(t)
+}
+
+// TestGitLinkedWorktree: "git worktree add" in the workspace, then a run whose
+// workspace root is the linked worktree commits there (its git directory and the
+// common directory lie outside that root and are added, verified), while the
+// worktree's and the common directory's hooks and config stay read-only, the .git
+// pointer cannot be rewritten, and the main working tree stays read-only.
+func TestGitLinkedWorktree(t *testing.T) {
+	s := newGitScratch(t)
+	s.git(t, s.ws, "init", "-q")
+	if err := os.WriteFile(filepath.Join(s.ws, ".git", "hooks", "pre-commit"), []byte(preCommitHook), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s.git(t, s.ws, "add", "notes.txt")
+	s.git(t, s.ws, "commit", "-q", "-m", "one")
+	os.Remove(filepath.Join(s.ws, "hook-ran"))
+
+	s.mustRun(t, s.ws, "g worktree add -q -b feat .wt/feat")
+	wt := filepath.Join(s.ws, ".wt", "feat")
+	common := filepath.Join(s.ws, ".git")
+	gitdir := filepath.Join(common, "worktrees", "feat")
+	present(t, filepath.Join(wt, ".git"), "gitdir: "+gitdir+"\n")
+
+	// policy show from the worktree names the added root.
+	r := toh(t, wt, s.env, "policy", "show", "--policy", s.noPolicy, "--mode", "workspace-write")
+	var shown struct {
+		WritableRoots []string `json:"writableRoots"`
+		WorktreeRoots []string `json:"worktreeRoots"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &shown); err != nil || len(shown.WorktreeRoots) != 1 || shown.WorktreeRoots[0] != common {
+		t.Fatalf("policy show in the worktree: %v %s", err, r.stdout)
+	}
+
+	mainBefore := treeState(t, filepath.Join(s.ws, "notes.txt"))
+	s.mustRun(t, wt, "echo wt > wtfile && g add wtfile && g commit -q -m in-worktree")
+	if got := s.git(t, s.ws, "log", "--format=%s", "feat"); got != "in-worktree\none" {
+		t.Fatalf("feat log = %q", got)
+	}
+	present(t, filepath.Join(wt, "hook-ran"), "ran\n") // the common hook ran for the worktree commit
+
+	before := treeState(t, common)
+	for _, attack := range []string{
+		`echo evil > "$1/hooks/post-commit"`,
+		`echo evil >> "$1/hooks/pre-commit"`,
+		`echo '[core] fsmonitor = x' >> "$1/config"`,
+		`echo evil > "$2/config"`,
+		`mkdir -p "$2/hooks/x"`,
+		`echo evil > "$2/hooks/post-commit"`,
+		`echo "gitdir: /tmp" > .git`,
+		`echo "$1" > "$2/commondir"`,
+		`mv "$2" "$2-moved"`,
+		`echo evil >> "$3"`, // the main working tree is not a root of this run
+	} {
+		e := s.confined(t, wt, attack, common, gitdir, filepath.Join(s.ws, "notes.txt"))
+		refused(t, attack, e)
+	}
+	sameTree(t, "the attacks on the common directory", before, treeState(t, common))
+	// Control: with an empty protect list the common directory's hooks are writable
+	// from the worktree, so the refusals above are the protection's.
+	unprotected := s.withPolicy(t, `{"version": 1, "protect": []}`)
+	unprotected.mustRun(t, wt, `echo evil > "$1/hooks/post-commit"`, common)
+	present(t, filepath.Join(common, "hooks", "post-commit"), "evil\n")
+	os.Remove(filepath.Join(common, "hooks", "post-commit"))
+	sameTree(t, "the attack on the main working tree", mainBefore, treeState(t, filepath.Join(s.ws, "notes.txt")))
+	present(t, filepath.Join(wt, ".git"), "gitdir: "+gitdir+"\n")
+	// The stand-ins of the worktree's missing hooks and config are gone.
+	absent(t, filepath.Join(gitdir, "hooks"))
+	absent(t, filepath.Join(gitdir, "config"))
+	noStandIns(t, s.ws)
+	s.checkCanary(t)
+}
+
+// TestGitSubmoduleAdd: "git submodule add" from a local path succeeds (it cannot
+// register the URL in the protected .git/config, which git reports and survives),
+// and in the next run the submodule's git directory has its hooks and config
+// protected like any other.
+func TestGitSubmoduleAdd(t *testing.T) {
+	s := newGitScratch(t)
+	lib := filepath.Join(s.beside, "lib")
+	if err := os.Mkdir(lib, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s.git(t, lib, "init", "-q")
+	s.git(t, lib, "commit", "-q", "--allow-empty", "-m", "lib")
+	s.git(t, s.ws, "init", "-q")
+	s.git(t, s.ws, "add", "notes.txt")
+	s.git(t, s.ws, "commit", "-q", "-m", "one")
+	config := filepath.Join(s.ws, ".git", "config")
+	configBefore, _ := os.ReadFile(config)
+
+	e := s.mustRun(t, s.ws, `g submodule add -q "$1" vendor/lib && g commit -q -m sub`, lib)
+	t.Logf("submodule add stderr: %s", *e.Stderr)
+	present(t, filepath.Join(s.ws, "vendor", "lib", ".git"), "gitdir: ../../.git/modules/vendor/lib\n")
+	if got := s.git(t, s.ws, "log", "--format=%s", "-1"); got != "sub" {
+		t.Fatalf("log = %q", got)
+	}
+	if b, _ := os.ReadFile(config); !bytes.Equal(b, configBefore) {
+		t.Fatalf(".git/config changed by submodule add:\n%s", b)
+	}
+
+	modules := filepath.Join(s.ws, ".git", "modules", "vendor", "lib")
+	before := treeState(t, modules)
+	for _, attack := range []string{
+		`echo evil > "$1/hooks/post-checkout"`,
+		`echo '[core] fsmonitor = x' >> "$1/config"`,
+		`mv "$1" "$1-moved"`,
+	} {
+		e := s.confined(t, s.ws, attack, modules)
+		refused(t, attack, e)
+	}
+	sameTree(t, "the attacks on the submodule's git directory", before, treeState(t, modules))
+	// Positive control: the submodule itself stays usable from the superproject's
+	// workspace. (A run whose workspace root is the submodule checkout gets no access
+	// to the git directory: a submodule has no back-pointer to verify, see policy.)
+	s.mustRun(t, s.ws, "cd vendor/lib && echo x > f && g add f && g commit -q -m in-sub")
+	if got := s.git(t, filepath.Join(s.ws, "vendor", "lib"), "log", "--format=%s", "-1"); got != "in-sub" {
+		t.Fatalf("submodule log = %q", got)
+	}
+	noStandIns(t, s.ws)
+}
+
+// TestPlantedGitPointerMakesNothingWritable: a .git file is content a confined
+// command can write. Neither a pointer to an arbitrary directory nor one to another
+// repository's real worktree directory (whose back-pointer names another worktree)
+// makes anything writable. The positive control is TestGitLinkedWorktree.
+func TestPlantedGitPointerMakesNothingWritable(t *testing.T) {
+	s := newGitScratch(t)
+	victim := filepath.Join(s.beside, "victim")
+	testutil.MakeTree(t, s.beside, "file victim/canary secret", "file victim/HEAD ref: refs/heads/main\n", "dir victim/objects", "dir victim/refs")
+	other := filepath.Join(s.beside, "other")
+	if err := os.Mkdir(other, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s.git(t, other, "init", "-q")
+	s.git(t, other, "commit", "-q", "--allow-empty", "-m", "other")
+	s.git(t, other, "worktree", "add", "-q", filepath.Join(s.beside, "other-wt"))
+	otherGit := filepath.Join(other, ".git")
+	otherAdmin := filepath.Join(otherGit, "worktrees", "other-wt")
+
+	for _, target := range []string{victim, otherAdmin} {
+		// The plant happens in a confined run, as an attacker's would.
+		s.mustRun(t, s.ws, `printf 'gitdir: %s\n' "$1" > .git`, target)
+		r := toh(t, s.ws, s.env, "policy", "show", "--policy", s.noPolicy, "--mode", "workspace-write")
+		if strings.Contains(r.stdout, "worktreeRoots") {
+			t.Fatalf("pointer to %s honoured: %s", target, r.stdout)
+		}
+		victimBefore, otherBefore := treeState(t, victim), treeState(t, otherGit)
+		e := s.confined(t, s.ws, `echo pwned > "$1/canary"; echo pwned > "$1/new"; echo pwned > "$2/objects/pwned"; echo pwned >> "$2/HEAD"; exit 0`, victim, otherGit)
+		if *e.Result.ExitCode != 0 {
+			t.Fatalf("%+v %q", e.Result, *e.Stderr)
+		}
+		sameTree(t, "a run behind a pointer to "+target, victimBefore, treeState(t, victim))
+		sameTree(t, "a run behind a pointer to "+target, otherBefore, treeState(t, otherGit))
+		// The pointer itself is protected once it exists (it is the root's .git file).
+		e = s.confined(t, s.ws, `echo "gitdir: /" > .git`)
+		if *e.Result.ExitCode == 0 {
+			t.Errorf("the existing pointer could be rewritten")
+		}
+		os.Remove(filepath.Join(s.ws, ".git"))
+	}
+	noStandIns(t, s.beside)
+	s.checkCanary(t)
+}
+
+// TestProtectedMissingPathsLeaveNoArtifacts: a protected path that does not exist
+// cannot be created during a run and is gone afterwards, whether the command succeeds,
+// fails, is killed, or toh-exec itself receives SIGTERM; after a SIGKILL of toh-exec
+// the marked stand-ins stay until the next run over the tree ends.
+func TestProtectedMissingPathsLeaveNoArtifacts(t *testing.T) {
+	s := newGitScratch(t)
+	s.git(t, s.ws, "init", "-q")
+	if err := os.RemoveAll(filepath.Join(s.ws, ".git", "hooks")); err != nil {
+		t.Fatal(err)
+	}
+	policyFile := filepath.Join(s.beside, "policy.json")
+	if err := os.WriteFile(policyFile, []byte(`{"version": 1, "mode": "workspace-write", "protect": [".git/hooks", ".git/config", "secrets/key.pem"]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"--policy", policyFile, "--runner", "bwrap", "--probe-cache", filepath.Join(s.beside, "cache.json")}
+	before := treeState(t, s.ws)
+
+	// During the run the stand-ins are there and read-only.
+	e, _ := tohJSON(t, s.ws, s.env, append(base, "-c", `test -d .git/hooks && test -f secrets/key.pem && ! test -s secrets/key.pem || exit 9
+echo evil > .git/hooks/pre-commit; echo evil > secrets/key.pem; mkdir .git/hooks/x; echo ok > own; exit 0`)...)
+	if e.Result == nil || *e.Result.ExitCode != 0 {
+		t.Fatalf("stand-ins not in place during the run: %+v %q", e.Result, *e.Stderr)
+	}
+	present(t, filepath.Join(s.ws, "own"), "ok\n") // positive control
+	os.Remove(filepath.Join(s.ws, "own"))
+	sameTree(t, "a successful run", before, treeState(t, s.ws))
+
+	for _, script := range []string{"exit 3", "kill -KILL $$"} {
+		tohJSON(t, s.ws, s.env, append(base, "-c", script)...)
+		sameTree(t, script, before, treeState(t, s.ws))
+	}
+
+	// SIGTERM to toh-exec is forwarded; cleanup still runs.
+	started := filepath.Join(s.beside, "started")
+	cmd := exec.Command(tohExec, append(base, "-c", "touch "+started+" 2>/dev/null; echo > /dev/null; sleep 30")...)
+	cmd.Dir, cmd.Env = s.ws, append(os.Environ(), s.env...)
+	waitStandIns := func() {
+		t.Helper()
+		for range 500 {
+			if _, err := os.Lstat(filepath.Join(s.ws, ".git", "hooks")); err == nil {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Fatal("the stand-ins never appeared")
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitStandIns()
+	time.Sleep(100 * time.Millisecond)
+	cmd.Process.Signal(syscall.SIGTERM)
+	cmd.Wait()
+	sameTree(t, "a SIGTERMed toh-exec", before, treeState(t, s.ws))
+
+	// SIGKILL: nothing can run in toh-exec; the marked stand-ins stay ...
+	cmd = exec.Command(tohExec, append(base, "-c", "sleep 30")...)
+	cmd.Dir, cmd.Env = s.ws, append(os.Environ(), s.env...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitStandIns()
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	time.Sleep(100 * time.Millisecond) // bwrap dies with its parent
+	if st := treeState(t, s.ws); !strings.Contains(st, "/.git/hooks drwxr-xr-x STAND-IN") {
+		t.Fatalf("expected the killed run's marked stand-ins:\n%s", st)
+	}
+	// ... until the next run over the tree ends.
+	tohJSON(t, s.ws, s.env, append(base, "-c", "true")...)
+	sameTree(t, "the run after a SIGKILLed one", before, treeState(t, s.ws))
+}
