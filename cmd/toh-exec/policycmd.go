@@ -106,7 +106,13 @@ func runPolicy(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "toh-exec: %v\n", err)
 			return code
 		}
-		b, _ := json.MarshalIndent(pol, "", "  ")
+		// The resolved protected paths are shown beside the policy: they depend on the
+		// file system (which git directories exist), so they are not part of it.
+		shown := struct {
+			policy.Execution
+			ProtectedPaths []policy.ProtectedPath `json:"protectedPaths"`
+		}{pol, pol.ProtectedPaths()}
+		b, _ := json.MarshalIndent(shown, "", "  ")
 		fmt.Fprintf(stdout, "%s\n", b)
 		return 0
 	case "validate":

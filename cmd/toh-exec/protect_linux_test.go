@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -246,11 +247,24 @@ func TestGitLinkedWorktree(t *testing.T) {
 	// policy show from the worktree names the added root.
 	r := toh(t, wt, s.env, "policy", "show", "--policy", s.noPolicy, "--mode", "workspace-write")
 	var shown struct {
-		WritableRoots []string `json:"writableRoots"`
-		WorktreeRoots []string `json:"worktreeRoots"`
+		WritableRoots  []string `json:"writableRoots"`
+		WorktreeRoots  []string `json:"worktreeRoots"`
+		ProtectedPaths []struct {
+			Path   string `json:"path"`
+			Exists bool   `json:"exists"`
+		} `json:"protectedPaths"`
 	}
 	if err := json.Unmarshal([]byte(r.stdout), &shown); err != nil || len(shown.WorktreeRoots) != 1 || shown.WorktreeRoots[0] != common {
 		t.Fatalf("policy show in the worktree: %v %s", err, r.stdout)
+	}
+	var protected []string
+	for _, p := range shown.ProtectedPaths {
+		protected = append(protected, p.Path)
+	}
+	for _, want := range []string{filepath.Join(common, "hooks"), filepath.Join(common, "config"), filepath.Join(gitdir, "hooks"), filepath.Join(wt, ".git")} {
+		if !slices.Contains(protected, want) {
+			t.Errorf("policy show does not list %s as protected: %q", want, protected)
+		}
 	}
 
 	mainBefore := treeState(t, filepath.Join(s.ws, "notes.txt"))
