@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# bench/fuse.sh: toh-mount's speed against native and two unfenced FUSE mirrors,
+# measured in one run (issue 4, "Speed"). See bench/README.md for the workloads,
+# the results and what was tuned.
+#
+#   sudo bench/fuse.sh                     # 5 repetitions, ~10 minutes
+#   REPS=1 OUT=- sudo bench/fuse.sh        # a quick look, nothing recorded
+#   WORKLOADS=find-warm,git-warm REPS=9 OUT=- sudo bench/fuse.sh
+#
+# Targets, each mirroring the same SOURCE:
+#   native    SOURCE itself
+#   toh       toh-mount, workspace-write with SOURCE as the workspace root, audit log on
+#   lbsame    go-fuse's loopback (fs.NewLoopbackRoot, unfenced) with toh-mount's exact
+#             mount and cache options (bench/fuse/lbmount): toh/lbsame is the fence's cost
+#   loopback  go-fuse's example/loopback as shipped, built from the module cache
+#             (passthrough for every open, 1 s entry and attribute timeouts)
+#   bindfs    Debian's bindfs with its defaults (single-threaded libfuse3)
+#
+# Environment:
+#   REPS        repetitions of every workload on every target (5)
+#   WORKLOADS   comma-separated subset of: untar find-cold find-warm git-cold git-warm
+#               seq-write seq-read rm-rf smallfiles (all)
+#   SEQ_MIB     size of the sequential write and read in MiB (1024)
+#   WORK        scratch directory on a local disk, not tmpfs (/var/tmp/toh-fusebench);
+#               the prepared tree is kept there between runs, REFRESH=1 rebuilds it
+#   OUT         where the report goes (bench/results); OUT=- prints only
+#   TARGETS     space-separated subset of the targets (all)
+#
+# Needs root (drop_caches, direct mounts), go, git, tar and bindfs (installed with
+# apt-get when missing). The Go tree copied is $(go env GOROOT)/src.
+set -euo pipefail
+
+prog=$(basename "$0")
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+REPS=${REPS:-5}
+SEQ_MIB=${SEQ_MIB:-1024}
+WORK=${WORK:-/var/tmp/toh-fusebench}
+OUT=${OUT:-$repo/bench/results}
+TARGETS=${TARGETS:-native toh lbsame loopback bindfs}
+
+die() { echo "$prog: $*" >&2; exit 1; }
+note() { echo "$prog: $*" >&2; }
+
+[[ $(id -u) == 0 ]] || die "run as root: the cold workloads drop the page cache and remount"
+command -v go >/dev/null || die "go is not installed"
+for c in git tar dd find; do command -v $c >/dev/null || die "$c is not installed"; done
+if ! command -v bindfs >/dev/null && [[ " $TARGETS " == *" bindfs "* ]]; then
+	note "installing bindfs (apt-get)"
+	apt-get install -y bindfs >/dev/null || die "bindfs could not be installed"
+fi
+[[ $WORK != *[[:space:]]* ]] || die "WORK must not contain white space"
+mkdir -p "$WORK"
+fstype=$(df --output=fstype "$WORK" | tail -n 1)
+[[ $fstype != tmpfs && $fstype != ramfs ]] || die "WORK=$WORK is on $fstype; put it on a local disk"
+
+bin=$WORK/bin src=$WORK/ws etc=$WORK/etc mnt=$WORK/mnt logs=$WORK/logs
+mkdir -p "$bin" "$etc" "$mnt" "$logs"
+
+# Unmount whatever is still mounted on our mount points if the run is cut short
+# (fusebench stops its daemons itself; a detached mount makes a daemon exit).
+cleanup() {
+	local m
+	for m in "$mnt"/*; do
+		if grep -qs " $m fuse" /proc/self/mounts; then
+			umount -l "$m" 2>/dev/null || fusermount3 -uz "$m" 2>/dev/null || note "could not unmount $m"
+		fi
+	done
+}
+trap cleanup EXIT
+
+note "building toh-mount, go-fuse's example/loopback, lbmount and fusebench into $bin"
+(
+	cd "$repo"
+	go build -o "$bin/toh-mount" ./cmd/toh-mount
+	go build -o "$bin/loopback" github.com/hanwen/go-fuse/v2/example/loopback
+	go build -o "$bin/lbmount" ./bench/fuse/lbmount
+	go build -o "$bin/fusebench" ./bench/fuse/fusebench
+)
+
+goroot=$(go env GOROOT)
+if [[ ${REFRESH:-0} == 1 || ! -f $src/.prepared ]]; then
+	note "preparing SOURCE=$src: a copy of $goroot/src committed to git, a tarball of it, a $SEQ_MIB MiB file"
+	rm -rf "$src" "$WORK/tree.tar"
+	mkdir -p "$src/scratch"
+	cp -a "$goroot/src" "$src/tree"
+	tar -cf "$WORK/tree.tar" -C "$src/tree" .
+	(
+		cd "$src/tree"
+		git init -q
+		git add -A
+		git -c user.name=bench -c user.email=bench@localhost -c gc.auto=0 commit -qm tree
+		git gc -q
+		git status --porcelain >/dev/null # writes the index's stat data natively
+	)
+	dd if=/dev/urandom of="$src/scratch/seq-read" bs=1M count="$SEQ_MIB" status=none
+	touch "$src/.prepared"
+fi
+[[ $(stat -c %s "$src/scratch/seq-read") == $((SEQ_MIB << 20)) ]] || die "$src/scratch/seq-read is not $SEQ_MIB MiB; run with REFRESH=1"
+find "$src/scratch" -mindepth 1 -maxdepth 1 ! -name seq-read -exec rm -rf {} +
+nfiles=$(find "$src/tree" | wc -l)
+
+cat >"$etc/policy.json" <<EOF
+{"version": 1, "mode": "workspace-write", "workspaceRoot": "$src"}
+EOF
+: >"$etc/audit.log"
+
+# lbsame mounts with the options fusefence.Mount uses; keep the two in step.
+lbsame_opts=(-allow-other -atomic-o-trunc -timeout 1s -negative 1s -keep-cache -passthrough none)
+
+args=()
+for t in $TARGETS; do
+	m=$mnt/$t
+	mkdir -p "$m"
+	case $t in
+	native) args+=(-target native) ;;
+	toh) args+=(-target "toh=$m=$bin/toh-mount --policy $etc/policy.json --audit $etc/audit.log $src $m") ;;
+	lbsame) args+=(-target "lbsame=$m=$bin/lbmount ${lbsame_opts[*]} $src $m") ;;
+	loopback) args+=(-target "loopback=$m=$bin/loopback -q -allow-other -directmount $m $src") ;;
+	bindfs) args+=(-target "bindfs=$m=bindfs -f $src $m") ;;
+	*) die "unknown target $t" ;;
+	esac
+done
+
+stamp=$(date -u +%Y-%m-%dT%H:%MZ)
+load=$(cut -d' ' -f1-3 /proc/loadavg)
+cmdline="REPS=$REPS${WORKLOADS:+ WORKLOADS=$WORKLOADS}${SEQ_MIB:+ SEQ_MIB=$SEQ_MIB} bench/fuse.sh"
+note "running: $REPS repetitions; per-run times on stderr"
+report=$("$bin/fusebench" -source "$src" -tar "$WORK/tree.tar" -logs "$logs" -reps "$REPS" \
+	-seq-mib "$SEQ_MIB" ${WORKLOADS:+-workloads "$WORKLOADS"} -json "$WORK/fuse-latest.json" "${args[@]}")
+denials=$(wc -l <"$etc/audit.log")
+
+header="# toh-mount speed, $stamp
+
+\`$cmdline\` at $(git -C "$repo" rev-parse --short HEAD)$(git -C "$repo" diff --quiet HEAD -- fusefence cmd/toh-mount bench/fuse || echo ' (with uncommitted changes)'),
+Linux $(uname -r), $(nproc) CPUs, $(go version | cut -d' ' -f3), SOURCE: $nfiles entries of Go's src/ on $fstype, load average before the run: $load.
+Times: median seconds of $REPS runs (± half the interquartile range, or half the range under 4 runs).
+Ratios: median of the per-repetition ratios. The toh-mount audit log recorded $denials denials."
+
+printf '%s\n\n%s\n' "$header" "$report"
+if [[ $OUT != - ]]; then
+	mkdir -p "$OUT"
+	printf '%s\n\n%s\n' "$header" "$report" >"$OUT/fuse-latest.md"
+	cp "$WORK/fuse-latest.json" "$OUT/fuse-latest.json"
+	note "wrote $OUT/fuse-latest.md"
+fi
