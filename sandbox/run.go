@@ -113,13 +113,27 @@ func Run(c Confined, pol policy.Execution, dir string, env []string, stdio Stdio
 	if err := checkDir(dir); err != nil {
 		return facts, &SpawnError{Argv0: c.Argv[0], Err: err}
 	}
-	// Signals are caught from here on, so that a SIGTERM while stand-ins are being
-	// prepared is forwarded to the child once it runs, and cleanup still happens.
+	// Signals are caught from here on: one that arrives while stand-ins are prepared
+	// stops the run before the command starts (after cleaning up); later ones are
+	// forwarded to the child, and cleanup still happens after it exits.
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
 	if c.standIns != nil {
-		s, err := c.standIns.prepare()
+		var pending os.Signal
+		interrupted := func() bool {
+			select {
+			case sg := <-sigs:
+				pending = sg
+			default:
+			}
+			return pending != nil
+		}
+		s, err := c.standIns.prepare(interrupted)
+		if err == nil && interrupted() {
+			s.release()
+			err = fmt.Errorf("interrupted by %v before the command started", pending)
+		}
 		if err != nil {
 			return facts, &SpawnError{Argv0: c.Argv[0], Err: fmt.Errorf("preparing protected paths: %w", err)}
 		}

@@ -94,7 +94,8 @@ type standIns struct {
 	created map[string]fileIdent // absolute path -> what this run created there
 	// candidates are the paths whose entries may be stand-ins: every component at or
 	// below a guard's base, the guarded path included.
-	candidates map[string]bool
+	candidates  map[string]bool
+	interrupted func() bool
 }
 
 type heldDir struct {
@@ -106,9 +107,10 @@ type fileIdent struct{ dev, ino uint64 }
 
 // prepare locks the directory of every guarded path and creates the missing ones.
 // On error nothing it created stays.
-func (p *standInPlan) prepare() (*standIns, error) {
+// interrupted, polled while waiting for a lock, ends the wait with an error.
+func (p *standInPlan) prepare(interrupted func() bool) (*standIns, error) {
 	s := &standIns{roots: map[string]int{}, dirs: map[string]*heldDir{}, created: map[string]fileIdent{},
-		candidates: map[string]bool{}}
+		candidates: map[string]bool{}, interrupted: interrupted}
 	for _, g := range p.guards {
 		if err := s.ensure(g); err != nil {
 			s.release()
@@ -209,7 +211,7 @@ func (s *standIns) lockDir(rootFd int, root, dir string) (*heldDir, error) {
 	case err != nil:
 		return nil, fmt.Errorf("opening %q: %w", dir, err)
 	default:
-		if err := flockWithin(fd, unix.LOCK_SH, standInLockTimeout); err != nil {
+		if err := flockWithin(fd, unix.LOCK_SH, standInLockTimeout, s.interrupted); err != nil {
 			unix.Close(fd)
 			return nil, fmt.Errorf("locking %q against another run's cleanup of protected-path stand-ins: %w", dir, err)
 		}
@@ -375,8 +377,9 @@ func isEmpty(fd int, dir bool) bool {
 	return len(names) == 0 && errors.Is(err, io.EOF)
 }
 
-// flockWithin takes the flock how (LOCK_SH or LOCK_EX), retrying for at most d.
-func flockWithin(fd, how int, d time.Duration) error {
+// flockWithin takes the flock how (LOCK_SH or LOCK_EX), retrying for at most d and
+// until interrupted (when not nil) reports true.
+func flockWithin(fd, how int, d time.Duration, interrupted func() bool) error {
 	deadline := time.Now().Add(d)
 	for {
 		err := unix.Flock(fd, how|unix.LOCK_NB)
@@ -387,6 +390,8 @@ func flockWithin(fd, how int, d time.Duration) error {
 			return err
 		case time.Now().After(deadline):
 			return fmt.Errorf("still locked after %v", d)
+		case interrupted != nil && interrupted():
+			return errors.New("interrupted while waiting for the lock")
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

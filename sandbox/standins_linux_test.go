@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -80,7 +81,7 @@ func isMarked(p string) bool {
 func TestStandInsAreCreatedMarkedAndRemoved(t *testing.T) {
 	s := newStandInTree(t)
 	before := listing(t, s.dir)
-	in, err := s.plan(t).prepare()
+	in, err := s.plan(t).prepare(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +108,7 @@ func TestStandInsAreCreatedMarkedAndRemoved(t *testing.T) {
 // unmarked, and only the stand-in inside it goes.
 func TestStandInsLeaveFilledDirectories(t *testing.T) {
 	s := newStandInTree(t)
-	in, err := s.plan(t).prepare()
+	in, err := s.plan(t).prepare(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,11 +132,11 @@ func TestStandInsLeaveFilledDirectories(t *testing.T) {
 func TestStandInsSurviveWhileAnotherRunUsesThem(t *testing.T) {
 	s := newStandInTree(t)
 	before := listing(t, s.dir)
-	a, err := s.plan(t).prepare()
+	a, err := s.plan(t).prepare(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := s.plan(t).prepare() // sees a's stand-ins as existing paths
+	b, err := s.plan(t).prepare(nil) // sees a's stand-ins as existing paths
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +157,7 @@ func TestStandInsSurviveWhileAnotherRunUsesThem(t *testing.T) {
 func TestStandInsLeftByAKilledRunAreRemovedByTheNext(t *testing.T) {
 	s := newStandInTree(t)
 	before := listing(t, s.dir)
-	dead, err := s.plan(t).prepare()
+	dead, err := s.plan(t).prepare(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +167,7 @@ func TestStandInsLeftByAKilledRunAreRemovedByTheNext(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(s.ws, ".git/hooks")); err != nil {
 		t.Fatal("the killed run's stand-in is gone already; the test proves nothing")
 	}
-	next, err := s.plan(t).prepare()
+	next, err := s.plan(t).prepare(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +181,7 @@ func TestStandInsLeftByAKilledRunAreRemovedByTheNext(t *testing.T) {
 	if err := os.Mkdir(hooks, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	in, err := s.plan(t).prepare()
+	in, err := s.plan(t).prepare(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +208,7 @@ func TestStandInsRefuseWhenLockedTooLong(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	if _, err := s.plan(t).prepare(); err == nil || !strings.Contains(err.Error(), "locking") {
+	if _, err := s.plan(t).prepare(nil); err == nil || !strings.Contains(err.Error(), "locking") {
 		t.Fatalf("prepare under a foreign exclusive lock: %v", err)
 	}
 	if time.Since(start) < standInLockTimeout {
@@ -229,7 +230,7 @@ func TestStandInsRefuseChangedTrees(t *testing.T) {
 			t.Fatal(err)
 		}
 		before := listing(t, s.dir)
-		if _, err := plan.prepare(); err == nil {
+		if _, err := plan.prepare(nil); err == nil {
 			t.Fatal("prepare recreated a vanished git directory")
 		}
 		if after := listing(t, s.dir); after != before {
@@ -241,7 +242,7 @@ func TestStandInsRefuseChangedTrees(t *testing.T) {
 		plan := s.plan(t)
 		outside := filepath.Join(s.dir, "outside")
 		testutil.MakeTree(t, s.dir, "dir outside", "link ws/secrets -> ../outside")
-		if _, err := plan.prepare(); err == nil {
+		if _, err := plan.prepare(nil); err == nil {
 			t.Fatal("prepare followed a symlink")
 		}
 		if entries, _ := os.ReadDir(outside); len(entries) != 0 {
@@ -319,5 +320,48 @@ func TestBwrapStandInsRemovedAfterSignals(t *testing.T) {
 	}
 	if after := listing(t, s.dir); after != before {
 		t.Errorf("stand-ins left after a signal death:\n%s", after)
+	}
+}
+
+// A termination signal while Run waits for a lock stops the run before the command
+// starts, and leaves nothing behind.
+func TestRunInterruptedWhilePreparing(t *testing.T) {
+	bwrap := testutil.RequireBwrap(t)
+	s := newStandInTree(t)
+	old := standInLockTimeout
+	standInLockTimeout = 20 * time.Second
+	defer func() { standInLockTimeout = old }()
+	before := listing(t, s.dir)
+	f, err := os.Open(filepath.Join(s.ws, ".git"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	ran := filepath.Join(s.ws, "ran")
+	c, err := newBwrapProvider(bwrap, nil).Confine([]string{"touch", ran}, s.pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		syscall.Kill(os.Getpid(), syscall.SIGTERM) // Run has it registered by then
+	}()
+	start := time.Now()
+	_, err = Run(c, s.pol, s.ws, os.Environ(), Stdio{})
+	var se *SpawnError
+	if !errors.As(err, &se) || !strings.Contains(err.Error(), "interrupted") {
+		t.Fatalf("Run under a held lock and SIGTERM: %v", err)
+	}
+	if time.Since(start) > 10*time.Second {
+		t.Error("the signal did not end the wait")
+	}
+	if _, err := os.Lstat(ran); err == nil {
+		t.Error("the command ran")
+	}
+	if after := listing(t, s.dir); after != before {
+		t.Errorf("tree changed:\n%s", after)
 	}
 }

@@ -7,7 +7,7 @@ import "errors"
 // standIns exist on Linux only, where the bwrap rung is.
 type standIns struct{}
 
-func (p *standInPlan) prepare() (*standIns, error) {
+func (p *standInPlan) prepare(func() bool) (*standIns, error) {
 	return nil, errors.New("stand-ins for missing protected paths are implemented on Linux only")
 }
 
