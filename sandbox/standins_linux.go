@@ -47,7 +47,8 @@ package sandbox
 // # When toh-exec is killed
 //
 // SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to the child; toh-exec survives
-// them, so cleanup runs. If toh-exec is SIGKILLed (or the machine stops), bwrap and
+// them, so cleanup runs. One that arrives while the stand-ins are being prepared ends
+// the run before the command starts, after the same cleanup. If toh-exec is SIGKILLed (or the machine stops), bwrap and
 // the command die with it (--die-with-parent), and the stand-ins stay: empty
 // directories or files marked user.toh.stand-in. The next bwrap run whose protected
 // paths include them removes them when it ends. On a file system without user
