@@ -39,7 +39,7 @@ func gitDirsOf(r string) (dirs []string, pointer string) {
 	if looksLikeGitDir(r) {
 		queue = append(queue, r)
 	}
-	dotgit := r + "/.git"
+	dotgit := path.Join(r, ".git")
 	if fi, err := os.Lstat(dotgit); err == nil {
 		switch {
 		case fi.IsDir():
@@ -222,7 +222,7 @@ func isRegular(p string) bool {
 //
 // Every path is compared in its canonical spelling.
 func verifiedWorktree(r string, writable []string) (string, bool) {
-	dotgit := r + "/.git"
+	dotgit := path.Join(r, ".git")
 	if !isRegular(dotgit) {
 		return "", false
 	}
