@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command fusebench times file-system workloads on a native directory and on FUSE
 // mirrors of it, all in one run, and reports medians and ratios (bench/fuse.sh runs
 // it; see bench/README.md).

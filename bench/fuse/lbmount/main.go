@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command lbmount mounts go-fuse's unfenced loopback file system (fs.NewLoopbackRoot)
 // with the mount and cache options given on the command line. bench/fuse.sh runs it
 // with exactly the options toh-mount uses, so the difference between the two is the
