@@ -49,7 +49,7 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 		if errno := h.use(func(fd int) error { return unix.Ftruncate(fd, int64(size)) }); errno != 0 {
 			return errno
 		}
-		return h.getattr(out)
+		return n.f.attrOut(h.getattr(out), out)
 	}
 
 	s := n.f.acquire()
@@ -127,7 +127,17 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 		return toErrno(err)
 	}
 	out.FromStat(sysStat(&st))
-	return 0
+	return n.f.attrOut(0, out)
+}
+
+// attrOut gives a SETATTR answer the attribute timeout. go-fuse leaves it 0, which
+// makes the kernel ask again (GETATTR) at its next permission check or stat; the
+// attributes were read just after the change, as fresh as a GETATTR's.
+func (f *fence) attrOut(errno syscall.Errno, out *fuse.AttrOut) syscall.Errno {
+	if errno == 0 {
+		out.SetTimeout(f.timeout)
+	}
+	return errno
 }
 
 func timeArg(in *fuse.SetAttrIn, set bool, nowFlag uint32, sec uint64, nsec uint32) unix.Timespec {

@@ -68,8 +68,9 @@ type fence struct {
 	slashFd   int // O_PATH fd of "/", to open writable roots without following symlinks
 	pol       PolicySource
 	audit     *AuditLog
-	auditPath string // canonical path of the audit log, guarded like the policy file
-	asRoot    bool   // new entries are chowned to the caller
+	auditPath string        // canonical path of the audit log, guarded like the policy file
+	asRoot    bool          // new entries are chowned to the caller
+	timeout   time.Duration // the kernel's entry and attribute cache lifetime
 	debug     bool
 	logf      func(string, ...any)
 	root      *node
@@ -121,6 +122,7 @@ func Mount(cfg Config) (*Fence, error) {
 	if timeout < 0 {
 		timeout = 0
 	}
+	f.timeout = timeout
 	rootAttr := f.stable(&st, 1)
 	fsName := "toh"
 	if !strings.ContainsAny(source, ", \t\n\\") {

@@ -44,6 +44,10 @@ var _ = (fs.NodeOpener)((*node)(nil))
 // Open for reading passes through with the page cache kept across opens (the
 // kernel still drops it when it sees size or mtime change). Open for writing, or
 // with O_TRUNC, is a mutation.
+//
+// Every open is FOPEN_NOFLUSH: close(2) sends no FLUSH, which on a local host file
+// system only closed a duplicate descriptor (locks are the kernel's, CAP_POSIX_LOCKS
+// is off); the host descriptor is closed at RELEASE, after the last close.
 func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	if writeIntent(flags) {
 		s := n.f.acquire()
@@ -52,13 +56,13 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		if errno != 0 {
 			return nil, 0, errno
 		}
-		return h, 0, 0
+		return h, fuse.FOPEN_NOFLUSH, 0
 	}
 	fd, err := unix.Open(n.f.host(n.rel()), hostFlags(flags), 0)
 	if err != nil {
 		return nil, 0, toErrno(err)
 	}
-	return &handle{fd: fd}, fuse.FOPEN_KEEP_CACHE, 0
+	return &handle{fd: fd}, fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_NOFLUSH, 0
 }
 
 // openForWrite opens for writing what rel leads to (a symlink in the last
@@ -158,7 +162,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 			return nil, nil, 0, errno
 		}
 		out.Attr.FromStat(sysStat(&st))
-		return n.NewInode(ctx, &node{f: n.f}, n.f.stable(&st, gen)), h, 0, 0
+		return n.NewInode(ctx, &node{f: n.f}, n.f.stable(&st, gen)), h, fuse.FOPEN_NOFLUSH, 0
 	}
 	defer unix.Close(dirFd)
 	if err != nil {
@@ -175,7 +179,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	h := &handle{fd: fd, writable: flags&unix.O_ACCMODE != unix.O_RDONLY, target: g.target}
 	h.gen.Store(s.gen)
 	out.Attr.FromStat(sysStat(&st))
-	return n.NewInode(ctx, &node{f: n.f}, n.f.stable(&st, gen)), h, 0, 0
+	return n.NewInode(ctx, &node{f: n.f}, n.f.stable(&st, gen)), h, fuse.FOPEN_NOFLUSH, 0
 }
 
 // recheck judges a write through an open handle again if the policy changed since

@@ -27,7 +27,7 @@ func main() {
 }
 
 const usageText = `Usage:
-  toh-mount [--policy FILE] [--session ID] [--audit FILE] [--debug] SOURCE MOUNTPOINT
+  toh-mount [--policy FILE] [--session ID] [--audit FILE] [--debug] [--cpuprofile FILE] SOURCE MOUNTPOINT
   toh-mount -u MOUNTPOINT
   toh-mount audit FILE [--op OP] [--rule RULE] [--since TIME] [--json]
 
@@ -51,6 +51,8 @@ Options:
   --session ID    resolve the policy for session ID
   --audit FILE    append one JSON line per denial to FILE (created 0600)
   --debug         log every FUSE request and every denial on stderr
+  --cpuprofile FILE
+                  write a Go CPU profile of the daemon to FILE until it unmounts
   -u MOUNTPOINT   unmount MOUNTPOINT and exit
   -h, --help      show this help
 
@@ -78,6 +80,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	session := fs.String("session", "", "")
 	audit := fs.String("audit", "", "")
 	debug := fs.Bool("debug", false, "")
+	cpuprofile := fs.String("cpuprofile", "", "")
 	unmount := fs.String("u", "", "")
 	pos, err := parseInterspersed(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
@@ -99,6 +102,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return runMount(mountOptions{
 		source: pos[0], mountpoint: pos[1],
 		policy: *policyFile, session: *session, audit: *audit, debug: *debug,
+		cpuprofile: *cpuprofile,
 	}, stderr)
 }
 
@@ -106,6 +110,7 @@ type mountOptions struct {
 	source, mountpoint     string
 	policy, session, audit string
 	debug                  bool
+	cpuprofile             string
 }
 
 // parseInterspersed parses flags anywhere among the positional arguments ("--"

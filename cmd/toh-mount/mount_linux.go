@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime/pprof"
 	"sync"
 	"syscall"
 
@@ -57,6 +58,23 @@ func runMount(o mountOptions, stderr io.Writer) int {
 		return exitFailure
 	} else if n > 0 {
 		logf("%s was a stale mount (its daemon died); detached %d", o.mountpoint, n)
+	}
+
+	if o.cpuprofile != "" {
+		f, err := os.OpenFile(o.cpuprofile, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+		if err != nil {
+			logf("cpu profile: %v", err)
+			return exitFailure
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			logf("cpu profile: %v", err)
+			return exitFailure
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			f.Close()
+		}()
 	}
 
 	var audit *fusefence.AuditLog
