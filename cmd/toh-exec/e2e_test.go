@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -288,6 +289,9 @@ func TestBashEnvIsEvaluatedOnlyInside(t *testing.T) {
 }
 
 func TestMissingOrBrokenRunnerIsUnavailable(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("--runner bwrap and --bwrap exist on Linux only")
+	}
 	s := newScratch(t)
 	noExec := filepath.Join(s.beside, "bwrap-noexec")
 	if err := os.WriteFile(noExec, []byte("#!/bin/sh\nexit 0\n"), 0o644); err != nil {
