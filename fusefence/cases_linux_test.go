@@ -30,13 +30,19 @@ import (
 //     and mtime (their link count and ctime may change: a hard link to one can be
 //     renamed or removed);
 //   - hidden: a hidden name (an escaping link that leads nowhere): ENOENT from the
-//     kernel, nothing logged, nothing changed.
+//     kernel, nothing logged, nothing changed;
+//   - refused by the kernel (mknod of a device without CAP_MKNOD): EPERM, nothing
+//     logged, nothing changed.
 //
 // A new edge case is one more row of fenceCases; it is then tried with every
 // operation.
 
 // hidden is the verdict for an operation on a name the mirror does not show.
 const hidden = "(hidden)"
+
+// kernelRefuses is the verdict for an operation the kernel refuses itself, with
+// EPERM, before asking the fence: mknod of a device without CAP_MKNOD.
+const kernelRefuses = "(EPERM from the kernel)"
 
 // verdict is a case's expected rule ("" allowed) for each way an operation can
 // touch it.
@@ -224,6 +230,9 @@ func (c fenceCase) rule(class string) string {
 		}
 		return ""
 	case "device":
+		if os.Geteuid() != 0 {
+			return kernelRefuses
+		}
 		return RuleDeviceNode
 	case "ioctl":
 		return RuleIoctl
@@ -507,7 +516,7 @@ func fenceOps() []fenceOp {
 }
 
 // outcomes counts, per operation, the cases that allowed, denied or hid it.
-type outcomes struct{ allowed, denied, hidden atomic.Int32 }
+type outcomes struct{ allowed, denied, hidden, refused atomic.Int32 }
 
 // TestFenceCases crosses every fence case with every mutating operation, and
 // checks that every operation met at least one case that denies it and, unless the
@@ -523,8 +532,9 @@ func TestFenceCases(t *testing.T) {
 	t.Cleanup(func() {
 		for _, op := range ops {
 			o := tally[op.name]
-			t.Logf("%-36s allowed in %2d cases, denied in %2d, hidden in %d", op.name, o.allowed.Load(), o.denied.Load(), o.hidden.Load())
-			if o.denied.Load() == 0 || (op.landed != nil && o.allowed.Load() == 0) {
+			t.Logf("%-36s allowed in %2d cases, denied in %2d, hidden in %d, refused by the kernel in %d",
+				op.name, o.allowed.Load(), o.denied.Load(), o.hidden.Load(), o.refused.Load())
+			if o.denied.Load()+o.refused.Load() == 0 || (op.landed != nil && o.allowed.Load() == 0) {
 				t.Errorf("%s: no negative or no positive control among the cases", op.name)
 			}
 		}
@@ -607,6 +617,17 @@ func runFenceCase(t *testing.T, c fenceCase, op fenceOp, tally *outcomes) {
 		}
 		if recs := e.records(); len(recs) != 0 {
 			t.Errorf("logged denials for a hidden name: %+v", recs)
+		}
+	case c.rule(deny.class) == kernelRefuses:
+		tally.refused.Add(1)
+		if !errors.Is(err, unix.EPERM) {
+			t.Errorf("refused by the kernel: %v, want EPERM", err)
+		}
+		if d := diff(before, after); d != "" {
+			t.Errorf("changed the host:\n%s", d)
+		}
+		if recs := e.records(); len(recs) != 0 {
+			t.Errorf("logged denials for what the kernel refused: %+v", recs)
 		}
 	default: // negative control
 		tally.denied.Add(1)

@@ -32,7 +32,7 @@ import (
 // must fail with EACCES through the mount and is not applied to the twin.
 //
 // TOH_DIFF_SEED=N replays one sequence; the seed is printed on failure.
-// TOH_STRESS=1 runs new seeds for stressDuration.
+// TOH_STRESS (see stressTime) runs new seeds of 5000 operations for that long.
 func TestDifferential(t *testing.T) {
 	seeds := []uint64{uint64(time.Now().UnixNano())}
 	ops := 1500
@@ -43,12 +43,12 @@ func TestDifferential(t *testing.T) {
 		}
 		seeds = []uint64{n}
 	}
-	stress := os.Getenv("TOH_STRESS") == "1"
-	if stress {
+	stress := stressTime(t)
+	if stress > 0 {
 		ops = 5000
 	}
 	start := time.Now()
-	for i := 0; i < len(seeds) || (stress && time.Since(start) < stressDuration); i++ {
+	for i := 0; i < len(seeds) || time.Since(start) < stress; i++ {
 		if i >= len(seeds) {
 			seeds = append(seeds, uint64(time.Now().UnixNano()))
 		}

@@ -28,15 +28,32 @@ import (
 // identical, link counts and ctimes included.
 //
 // By default each race runs for raceIterations writer operations (at least
-// raceMinDuration); TOH_STRESS=1 runs each for stressDuration instead
-// (scripts/stress.sh). Each race runs at the default GOMAXPROCS and at 1.
+// raceMinDuration); TOH_STRESS runs each for a fixed time instead (see
+// stressTime; scripts/stress.sh). Each race runs at the default GOMAXPROCS and at 1.
 
 const (
 	raceIterations  = 2000
 	raceMinDuration = 500 * time.Millisecond
 	raceMaxDuration = 20 * time.Second // a slow machine fails loudly instead of hanging
-	stressDuration  = 60 * time.Second
+	stressDuration  = time.Minute
 )
+
+// stressTime is how long each stress run lasts: TOH_STRESS=1 means stressDuration,
+// a Go duration (TOH_STRESS=10m) means that, and unset means no stress run (0).
+func stressTime(t *testing.T) time.Duration {
+	switch v := os.Getenv("TOH_STRESS"); v {
+	case "", "0":
+		return 0
+	case "1":
+		return stressDuration
+	default:
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			t.Fatalf("TOH_STRESS=%q: want 1 or a duration such as 10m", v)
+		}
+		return d
+	}
+}
 
 // swapRace is one race: a tree, the pairs of names its attackers exchange, and
 // where the writers aim.
@@ -167,7 +184,7 @@ type raceOutcome struct {
 }
 
 func TestSwapRaces(t *testing.T) {
-	stress := os.Getenv("TOH_STRESS") == "1"
+	stress := stressTime(t)
 	for _, r := range swapRaces {
 		for _, procs := range []int{0, 1} {
 			name := r.name + "/GOMAXPROCS=default"
@@ -185,7 +202,7 @@ func TestSwapRaces(t *testing.T) {
 	}
 }
 
-func runSwapRace(t *testing.T, r swapRace, stress bool) {
+func runSwapRace(t *testing.T, r swapRace, stress time.Duration) {
 	tree := append([]string{}, r.tree...)
 	for w := range raceWriters {
 		tree = append(tree, fmt.Sprintf("file src/mine%d mine", w), fmt.Sprintf("file src/mv%d mv", w),
@@ -233,8 +250,8 @@ func runSwapRace(t *testing.T, r swapRace, stress bool) {
 	var iterations atomic.Int64
 	done := func() bool {
 		el := time.Since(start)
-		if stress {
-			return el >= stressDuration
+		if stress > 0 {
+			return el >= stress
 		}
 		return el >= raceMaxDuration || (el >= raceMinDuration && iterations.Load() >= raceIterations)
 	}
@@ -284,7 +301,7 @@ func runSwapRace(t *testing.T, r swapRace, stress bool) {
 	if d := diff(before, canary()); d != "" {
 		t.Fatalf("a mutation through the mount landed on a canary:\n%s", d)
 	}
-	if iterations.Load() < raceIterations && !stress {
+	if iterations.Load() < raceIterations && stress == 0 {
 		t.Errorf("only %d writer operations in %v, want %d", iterations.Load(), elapsed, raceIterations)
 	}
 	// The race must have exercised both sides: mutations that landed inside the

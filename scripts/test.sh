@@ -20,7 +20,7 @@ if [ "$(id -u)" = 0 ]; then
 		apt-get update -qq
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 	fi
-	export TOH_TEST_REQUIRE=bwrap,landlock
+	export TOH_TEST_REQUIRE=bwrap,landlock,fuse
 else
 	log "not root: nothing installed; missing bwrap/Landlock/FUSE make their tests skip"
 fi
@@ -45,21 +45,43 @@ if [ "$(id -u)" = 0 ]; then
 	user=tohtest
 	id -u "$user" >/dev/null 2>&1 || useradd -m -s /bin/bash "$user"
 	home=$(getent passwd "$user" | cut -d: -f6)
+	install -d -o "$user" -g "$user" "$home" # tests may have made the user without one
 	log "kernel-facing tests as unprivileged user $user"
-	for pkg in ./cmd/toh-exec ./sandbox ./canon ./policy; do
+	pkgs=(./cmd/toh-exec ./sandbox ./canon ./policy ./fusefence ./cmd/toh-mount)
+	for pkg in "${pkgs[@]}"; do
 		name=$(basename "$pkg")
 		go test -c -race -o "$bindir/$name.test" "$pkg"
 	done
-	for pkg in ./cmd/toh-exec ./sandbox ./canon ./policy; do
+	go build -o "$bindir/toh-mount" ./cmd/toh-mount
+
+	# FUSE as a distribution sets it up. This machine's /dev/fuse is root-only
+	# (0600) where Debian makes it 0666, so the fence packages run in a private
+	# mount namespace where a 0666 node of the same device is bound over /dev/fuse.
+	# The machine's own node is never changed: an interrupted run leaves nothing to
+	# restore, and the mounts the tests make die with the namespace.
+	fuse_dev="$((16#$(stat -c %t /dev/fuse))) $((16#$(stat -c %T /dev/fuse)))"
+	mkdir "$bindir/dev"
+	with_user_fuse() {
+		unshare --mount --propagation private sh -ec '
+			mount -t tmpfs -o mode=0755 tmpfs "$0"
+			mknod -m 0666 "$0/fuse" c $1
+			mount --bind "$0/fuse" /dev/fuse
+			shift
+			exec "$@"' "$bindir/dev" "$fuse_dev" "$@"
+	}
+
+	for pkg in "${pkgs[@]}"; do
 		name=$(basename "$pkg")
+		wrap=() require=bwrap,landlock
+		case $pkg in ./fusefence | ./cmd/toh-mount) wrap=(with_user_fuse) require=bwrap,landlock,fuse ;; esac
 		log "  $pkg"
 		# Each package's tests run from a copy of its directory the user owns, so
 		# testdata/ is readable and nothing is written into the checkout.
 		work=$(runuser -u "$user" -- mktemp -d "$home/toh-pkg.XXXXXX")
 		cp -r "$pkg/." "$work/"
 		chown -R "$user" "$work"
-		(cd "$work" && runuser -u "$user" -- env -i PATH=/usr/bin:/bin HOME="$home" \
-			TOH_EXEC_BIN="$TOH_EXEC_BIN" TOH_TEST_REQUIRE=bwrap,landlock \
+		(cd "$work" && "${wrap[@]}" runuser -u "$user" -- env -i PATH=/usr/bin:/bin HOME="$home" \
+			TOH_EXEC_BIN="$TOH_EXEC_BIN" TOH_MOUNT_BIN="$bindir/toh-mount" TOH_TEST_REQUIRE=$require \
 			"$bindir/$name.test" -test.count=1)
 		rm -rf "$work"
 	done
