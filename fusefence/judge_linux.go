@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log"
 	"path"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -54,8 +55,14 @@ func (f *fence) judge(ctx context.Context, s *snapshot, op, rel string, fm form,
 	target := f.canonical(rel, fm)
 	p, rule := place(s.x, target, r, f.auditPath)
 	if rule == "" && fm == formEntry && p.Rel == "." {
-		// A root's own name lives in its parent, outside the root.
-		rule = RuleOutside
+		// A root's own name lives in its parent: it can only be changed through a
+		// root that strictly contains it (a writable root nested in another one),
+		// and the guarded paths have been checked against every root already.
+		x := s.x
+		x.WritableRoots = slices.DeleteFunc(slices.Clone(x.WritableRoots), func(root string) bool { return root == target })
+		if p, rule = place(x, target, r, f.auditPath); rule == "" && p.Rel == "." {
+			rule = RuleOutside
+		}
 	}
 	if rule != "" {
 		return nil, f.deny(ctx, s, op, rel, target, rule)
