@@ -68,9 +68,12 @@ func leadsOut(rule string) verdict {
 }
 
 type fenceCase struct {
-	name string
-	mode policy.Mode // "" is workspace-write
-	tree []string    // MakeTree lines relative to base ($BASE stands for base)
+	name  string
+	mode  policy.Mode // "" is workspace-write
+	tree  []string    // MakeTree lines relative to base ($BASE stands for base)
+	roots []string    // further writable roots, relative to base
+	// noProtect empties the policy's protect list (default: .git/hooks, .git/config).
+	noProtect bool
 
 	// D (mount-relative), where it really is (relative to base; default src/D), and
 	// how the fence names entries of D (default D; different when the kernel
@@ -96,6 +99,12 @@ var fenceCases = []fenceCase{
 		dir: "p/q/a", dirHost: "src/in", seenDir: "in", v: all("")},
 	{name: "absolute link to another writable root", tree: []string{"dir extra/d", "link src/a -> $BASE/extra/d"},
 		dir: "a", dirHost: "extra/d", v: all("")},
+	// A nested root's own name lives in the root around it. Renaming it is still a
+	// carrier for the protect entries relative to it (a/.git/hooks), existing or not.
+	{name: "writable root nested in the workspace root", tree: []string{"dir src/a"}, roots: []string{"src/a"},
+		dir: "a", v: verdict{dname: RuleProtected}},
+	{name: "writable root nested in the workspace root, nothing protected", tree: []string{"dir src/a"}, roots: []string{"src/a"},
+		noProtect: true, dir: "a", v: all("")},
 	{name: "relative link climbing out to another writable root", tree: []string{"dir extra/d", "link src/a -> ../extra/d"},
 		dir: "a", dirHost: "extra/d", v: all("")},
 
@@ -529,7 +538,11 @@ func TestFenceCases(t *testing.T) {
 	for _, op := range ops {
 		tally[op.name] = &outcomes{}
 	}
+	var ran atomic.Int32
 	t.Cleanup(func() {
+		if int(ran.Load()) != len(fenceCases)*len(ops) {
+			return // -run chose a subset
+		}
 		for _, op := range ops {
 			o := tally[op.name]
 			t.Logf("%-36s allowed in %2d cases, denied in %2d, hidden in %d, refused by the kernel in %d",
@@ -544,7 +557,10 @@ func TestFenceCases(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			for _, op := range ops {
-				t.Run(op.name, func(t *testing.T) { runFenceCase(t, c, op, tally[op.name]) })
+				t.Run(op.name, func(t *testing.T) {
+					ran.Add(1)
+					runFenceCase(t, c, op, tally[op.name])
+				})
 			}
 		})
 	}
@@ -554,6 +570,19 @@ func runFenceCase(t *testing.T, c fenceCase, op fenceOp, tally *outcomes) {
 	e := newEnv(t, c.mode, append(append([]string{}, c.tree...), c.fixture()...)...)
 	if _, err := os.Lstat(filepath.Join(e.base, c.fileHost)); err == nil {
 		if err := unix.Setxattr(filepath.Join(e.base, c.fileHost), "user.pre", []byte("1"), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(c.roots) > 0 || c.noProtect {
+		if err := policy.Update(e.policy, func(f *policy.File) error {
+			for _, r := range c.roots {
+				f.WritableRoots = append(f.WritableRoots, filepath.Join(e.base, r))
+			}
+			if c.noProtect {
+				f.Protect = &[]string{}
+			}
+			return nil
+		}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -689,4 +718,30 @@ func size(path string, n int64) error {
 		return fmt.Errorf("%s: size %d, want %d", path, st.Size, n)
 	}
 	return nil
+}
+
+// TestNestedWritableRootRemovable: a writable root nested in another one (a build
+// directory listed in writableRoots inside the workspace) can be removed through
+// the mount, "rm -rf build" included: its own name lives in the root around it.
+func TestNestedWritableRootRemovable(t *testing.T) {
+	e := newEnv(t, policy.WorkspaceWrite, "file src/build/obj/x.o x")
+	if err := policy.Update(e.policy, func(f *policy.File) error {
+		f.WritableRoots = append(f.WritableRoots, e.s("build"))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	out := treeState(t, e.outside)
+	if err := os.RemoveAll(e.m("build")); err != nil {
+		t.Fatalf("rm -rf of a nested writable root: %v", err)
+	}
+	if err := absent(e.s("build")); err != nil {
+		t.Error(err)
+	}
+	if d := diff(out, treeState(t, e.outside)); d != "" {
+		t.Errorf("changed the canaries:\n%s", d)
+	}
+	if recs := e.records(); len(recs) != 0 {
+		t.Errorf("logged denials: %+v", recs)
+	}
 }
