@@ -3,6 +3,7 @@ package fusefence
 import (
 	"context"
 	"strings"
+	"sync"
 	"syscall"
 	"unsafe"
 
@@ -166,6 +167,73 @@ func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 		return nil, toErrno(err)
 	}
 	return []byte(text), 0
+}
+
+var _ = (fs.NodeOpendirHandler)((*node)(nil))
+
+// OpendirHandle lets the kernel keep a directory's listing in its page cache
+// (FOPEN_CACHE_DIR): an opendir whose listing is cached costs one round trip and no
+// host listing. The kernel drops the cached listing when it changes the directory
+// itself, and when the directory's mtime, refreshed once the attribute timeout
+// has passed, differs from the one it was read at; outside changes therefore show
+// within the timeout, as for attributes. The listing is read only at the first
+// READDIR, so an opendir answered from the cache lists nothing on the host.
+func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	return &dirHandle{n: n}, fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE, 0
+}
+
+// dirHandle lists its directory on first use.
+type dirHandle struct {
+	n  *node
+	mu sync.Mutex
+	ds fs.DirStream
+}
+
+func (d *dirHandle) stream(ctx context.Context) (fs.DirStream, syscall.Errno) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.ds == nil {
+		ds, errno := d.n.Readdir(ctx)
+		if errno != 0 {
+			return nil, errno
+		}
+		d.ds = ds
+	}
+	return d.ds, 0
+}
+
+var _ = (fs.FileReaddirenter)((*dirHandle)(nil))
+
+func (d *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
+	ds, errno := d.stream(ctx)
+	if errno != 0 || !ds.HasNext() {
+		return nil, errno
+	}
+	e, errno := ds.Next()
+	return &e, errno
+}
+
+var _ = (fs.FileSeekdirer)((*dirHandle)(nil))
+
+func (d *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
+	ds, errno := d.stream(ctx)
+	if errno != 0 {
+		return errno
+	}
+	if sd, ok := ds.(fs.FileSeekdirer); ok {
+		return sd.Seekdir(ctx, off)
+	}
+	return syscall.ENOTSUP
+}
+
+var _ = (fs.FileReleasedirer)((*dirHandle)(nil))
+
+func (d *dirHandle) Releasedir(ctx context.Context, flags uint32) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.ds != nil {
+		d.ds.Close()
+	}
 }
 
 var _ = (fs.NodeReaddirer)((*node)(nil))
