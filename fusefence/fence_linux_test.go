@@ -1,8 +1,12 @@
 package fusefence
 
 import (
+	"errors"
 	"os"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/toh-sandbox/toh/policy"
 )
@@ -68,5 +72,60 @@ func TestSymlinkPresentation(t *testing.T) {
 	}
 	if l, err := os.Readlink(e.m("rl")); err != nil || l != "d" {
 		t.Errorf("readlink rl: %q, %v", l, err)
+	}
+}
+
+// TestExposedLinkMovedShallower: a relative link the mirror shows as a link (its
+// ".." stay inside the mount at its depth) is moved, with the directory holding
+// it, to a depth where the same text climbs out of the mount. The kernel resolves
+// a FUSE symlink itself, so it must never follow the old text from the new depth:
+// operations through the link fail (EIO while the kernel still holds the link,
+// then EACCES once it is shown as what it leads to) and nothing outside changes.
+// Caching link texts in the kernel (CAP_CACHE_SYMLINKS) would break this.
+func TestExposedLinkMovedShallower(t *testing.T) {
+	e := newEnv(t, policy.WorkspaceWrite, "dir src/p/q", "link src/p/q/l -> ../../outside/d", "file outside/d/f precious")
+	if l, err := os.Readlink(e.m("p/q/l")); err != nil || l != "../../outside/d" {
+		t.Fatalf("readlink of an exposed link: %q, %v", l, err)
+	}
+	if err := os.Rename(e.m("p/q"), e.m("q2")); err != nil {
+		t.Fatal(err)
+	}
+	out := treeState(t, e.outside)
+	ops := []struct {
+		name string
+		run  func() error
+	}{
+		{"create", func() error { return writeAt(e.m("q2/l/new"), unix.O_CREAT|unix.O_WRONLY, "x") }},
+		{"write", func() error { return writeAt(e.m("q2/l/f"), unix.O_WRONLY|unix.O_TRUNC, "x") }},
+		{"mkdir", func() error { return unix.Mkdir(e.m("q2/l/dir"), 0o755) }},
+		{"unlink", func() error { return unix.Unlink(e.m("q2/l/f")) }},
+		{"chmod", func() error { return unix.Chmod(e.m("q2/l/f"), 0o777) }},
+	}
+	deadline := time.Now().Add(3 * DefaultTimeout)
+	for {
+		denied := 0
+		for _, op := range ops {
+			err := op.run()
+			switch {
+			case errors.Is(err, unix.EACCES):
+				denied++
+			case errors.Is(err, unix.EIO):
+			default:
+				t.Fatalf("%s through a link whose text now climbs out of the mount: %v, want EIO or EACCES", op.name, err)
+			}
+		}
+		if d := diff(out, treeState(t, e.outside)); d != "" {
+			t.Fatalf("a mutation through the moved link landed outside:\n%s", d)
+		}
+		if denied == len(ops) {
+			break // shown as what it leads to now, and judged there
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the moved link still answers EIO %v after the move", 3*DefaultTimeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if l, err := os.Readlink(e.s("q2/l")); err != nil || l != "../../outside/d" {
+		t.Errorf("the link itself changed: %q, %v", l, err)
 	}
 }
