@@ -7,6 +7,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -52,7 +53,7 @@ func (f *fence) judge(ctx context.Context, s *snapshot, op, rel string, fm form,
 	if s.err != nil {
 		return nil, f.deny(ctx, s, op, rel, f.host(rel), RulePolicyInvalid)
 	}
-	target := f.canonical(rel, fm)
+	target, parentSt := f.resolve(rel, fm)
 	p, rule := place(s.x, target, r, f.auditPath)
 	if rule == "" && fm == formEntry && p.Rel == "." {
 		// A root's own name lives in its parent: it can only be changed through a
@@ -73,29 +74,102 @@ func (f *fence) judge(ctx context.Context, s *snapshot, op, rel string, fm form,
 	}
 	g := &grant{f: f, s: s, ctx: ctx, op: op, rel: rel, target: target, p: p, rootFd: rootFd}
 	if p.Rel != "." {
-		var st unix.Stat_t
-		if err := unix.Stat(path.Dir(target), &st); err != nil {
-			return nil, toErrno(err)
+		if parentSt == nil {
+			parentSt = new(unix.Stat_t)
+			if err := unix.Stat(path.Dir(target), parentSt); err != nil {
+				return nil, toErrno(err)
+			}
 		}
-		g.parentDev, g.parentIno = uint64(st.Dev), st.Ino
+		g.parentDev, g.parentIno = uint64(parentSt.Dev), parentSt.Ino
 	}
 	return g, 0
 }
 
 // canonical is the canonical host target of rel in form fm.
 func (f *fence) canonical(rel string, fm form) string {
-	if fm == formInode || rel == "" {
-		return canon.Canonical(f.host(rel))
+	target, _ := f.resolve(rel, fm)
+	return target
+}
+
+// resolve re-resolves rel now: its canonical host target in form fm, and, when it
+// came for free, what stat says of the target's parent directory (nil otherwise).
+//
+// The host spelling of a path in the mirror is SOURCE (canonical) and the node
+// names, so it is almost always canonical already. One openat2 from "/" that
+// refuses every symlink confirms that for the parent directory, where
+// canon.Canonical lstats each prefix in turn (one walk of the whole path per
+// component); the descriptor also yields the parent's identity. Anything else (a
+// symlink on the way or in the last component of an inode target, a missing
+// directory, no openat2) is canon.Canonical's, as before.
+func (f *fence) resolve(rel string, fm form) (target string, parentSt *unix.Stat_t) {
+	if rel == "" {
+		return canon.Canonical(f.host(rel)), nil
 	}
 	dir, base := "", rel
 	if i := strings.LastIndexByte(rel, '/'); i >= 0 {
 		dir, base = rel[:i], rel[i+1:]
 	}
-	parent := canon.Canonical(f.host(dir))
-	if parent == "/" {
-		return "/" + base
+	hostDir := f.host(dir)
+	joined := hostDir + "/" + base
+	if hostDir == "/" {
+		joined = "/" + base
 	}
-	return parent + "/" + base
+	if fd, ok := f.openCanonicalDir(hostDir); ok {
+		defer unix.Close(fd)
+		var st unix.Stat_t
+		if fm == formInode {
+			// The target is what the last component leads to: only a name that is no
+			// symlink (or does not exist) keeps the joined spelling.
+			err := unix.Fstatat(fd, base, &st, unix.AT_SYMLINK_NOFOLLOW)
+			if err == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK || err != nil && err != unix.ENOENT {
+				return canon.Canonical(f.host(rel)), nil
+			}
+		}
+		if err := unix.Fstat(fd, &st); err != nil {
+			return joined, nil
+		}
+		return joined, &st
+	}
+	if fm == formInode {
+		return canon.Canonical(f.host(rel)), nil
+	}
+	parent := canon.Canonical(hostDir)
+	if parent == "/" {
+		return "/" + base, nil
+	}
+	return parent + "/" + base, nil
+}
+
+// noOpenat2 is set once openat2 answered ENOSYS.
+var noOpenat2 atomic.Bool
+
+// openCanonicalDir opens the clean absolute host path hostDir as an O_PATH
+// directory in a walk from "/" that follows no symlink, magic links included. It
+// succeeds exactly when canon.Canonical(hostDir) would return hostDir unchanged
+// (every component exists, is no symlink, and leads to a directory).
+func (f *fence) openCanonicalDir(hostDir string) (int, bool) {
+	if noOpenat2.Load() {
+		return -1, false
+	}
+	rel := strings.TrimPrefix(hostDir, "/")
+	if rel == "" {
+		rel = "."
+	}
+	for {
+		fd, err := unix.Openat2(f.slashFd, rel, &unix.OpenHow{
+			Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS,
+		})
+		switch err {
+		case nil:
+			return fd, true
+		case unix.EINTR, unix.EAGAIN:
+			continue
+		case unix.ENOSYS:
+			noOpenat2.Store(true)
+		}
+		return -1, false
+	}
 }
 
 // parent opens the target's parent directory beneath the writable root, without
