@@ -54,6 +54,10 @@ type Config struct {
 // DefaultTimeout is the default kernel cache lifetime (see Config.Timeout).
 const DefaultTimeout = time.Second
 
+// maxWrite is the largest READ and WRITE request: 254 pages, so that a READ reply
+// and go-fuse's header fit the default 1 MiB pipe it splices through.
+const maxWrite = 1<<20 - 8<<10
+
 // Fence is a mounted fence.
 type Fence struct {
 	server *fuse.Server
@@ -143,6 +147,9 @@ func Mount(cfg Config) (*Fence, error) {
 			// OPEN carries O_TRUNC, so the fence truncates only after judging the
 			// open; otherwise the kernel truncates through a separate SETATTR.
 			ExtraCapabilities: fuse.CAP_ATOMIC_O_TRUNC,
+			// One WRITE per MiB of a large write(2) instead of eight; a READ answered
+			// by splice must fit the pipe (1 MiB by default) with its header.
+			MaxWrite: maxWrite,
 			// Passthrough would let the kernel write to backing files without
 			// asking; handles offer no backing fd anyway.
 			DisabledCapabilities: fuse.CAP_PASSTHROUGH,
