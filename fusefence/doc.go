@@ -47,7 +47,8 @@
 //     where it really leads.
 //  2. The decision is a pure function of that canonical path and the execution
 //     policy: read-only denies; workspace-write needs a writable root containing
-//     the target (canon.LexicallyWithin; the tightest one is used) and denies a
+//     the target (canon.LexicallyWithin; the tightest one is used, and for a
+//     root's own name the tightest one strictly containing it) and denies a
 //     target equal to or beneath root/<protect> for any root containing it, the
 //     policy file and its .lock, and the audit log. Operations that put something
 //     at a name that could hold or redirect such a guarded path (both ends of a
@@ -143,7 +144,15 @@
 //
 //   - A symlink renamed through the mount to a depth where its text would leave the
 //     mount answers readlink with EIO until the kernel looks it up again (the entry
-//     is invalidated right after the rename).
+//     is invalidated right after the rename; a link moved with its directory keeps
+//     its entry until the timeout). Readlink judges the text each time: the kernel
+//     must never cache link texts (CAP_CACHE_SYMLINKS), or it would follow such a
+//     link out of the mount without asking.
+//   - Record locks (fcntl, flock) are kept by the kernel for the mount: they work
+//     between processes using the mount, but processes using SOURCE directly do not
+//     see them.
+//   - An open directory that is removed or replaced answers fstat with ENOENT
+//     (directories have no host descriptor; go-fuse issue 55).
 //   - xattrs of a symlink itself cannot be changed (EOPNOTSUPP), for want of a call
 //     that does so through a descriptor before Linux 6.13.
 //   - Directory aliases: an escaping symlink shown as a directory that is also
