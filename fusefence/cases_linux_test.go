@@ -674,6 +674,20 @@ func runFenceCase(t *testing.T, c fenceCase, op fenceOp, tally *outcomes) {
 			t.Errorf("denied, but changed the host:\n%s", d)
 		}
 	}
+
+	// Whatever happened, the mount shows F as SOURCE has it: no page the kernel
+	// kept from a denied write, no stale size or name after an allowed change.
+	// (Not after prepare, which replaced the policy file outside the mount.)
+	if op.prepare == nil {
+		want, errH := os.ReadFile(filepath.Join(e.src, c.file))
+		got, errM := os.ReadFile(x.m(c.file))
+		switch {
+		case errH == nil && (errM != nil || string(got) != string(want)):
+			t.Errorf("the mount shows F as %q (%v), SOURCE has %q", got, errM, want)
+		case errors.Is(errH, os.ErrNotExist) && !errors.Is(errM, os.ErrNotExist):
+			t.Errorf("the mount shows F as %q (%v), SOURCE has none", got, errM)
+		}
+	}
 }
 
 // canaries is the outside part of a host state, except the subtree skip, without
