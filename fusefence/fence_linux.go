@@ -81,6 +81,10 @@ type fence struct {
 
 	mu   sync.Mutex
 	snap *snapshot
+
+	server      *fuse.Server
+	passthrough atomic.Bool // the kernel takes backing files from this daemon
+	pending     sync.Map    // request cancel channel -> backing ID for its answer (see rawFS)
 }
 
 // Mount mounts a fence for cfg and starts serving it. It sets the process umask to
@@ -150,9 +154,6 @@ func Mount(cfg Config) (*Fence, error) {
 			// One WRITE per MiB of a large write(2) instead of eight; a READ answered
 			// by splice must fit the pipe (1 MiB by default) with its header.
 			MaxWrite: maxWrite,
-			// Passthrough would let the kernel write to backing files without
-			// asking; handles offer no backing fd anyway.
-			DisabledCapabilities: fuse.CAP_PASSTHROUGH,
 		},
 	}
 	// Device nodes and set-ID programs in SOURCE must not come alive through the
@@ -165,11 +166,21 @@ func Mount(cfg Config) (*Fence, error) {
 		opts.MountOptions.Logger = newLogger(f.logf)
 	}
 	unix.Umask(0)
-	server, err := fs.Mount(cfg.Mountpoint, f.root, opts)
+	server, err := fuse.NewServer(&rawFS{RawFileSystem: fs.NewNodeFS(f.root, opts), f: f}, cfg.Mountpoint, &opts.MountOptions)
 	if err != nil {
 		unix.Close(slashFd)
 		return nil, fmt.Errorf("mounting %q: %w", cfg.Mountpoint, err)
 	}
+	f.server = server
+	go server.Serve()
+	if err := server.WaitMount(); err != nil {
+		unix.Close(slashFd)
+		return nil, fmt.Errorf("mounting %q: %w", cfg.Mountpoint, err)
+	}
+	// Backing files (passthrough reads, see ioMode) need the capability on both
+	// sides; the kernel's BACKING_OPEN also wants CAP_SYS_ADMIN, checked at the
+	// first one.
+	f.passthrough.Store(f.asRoot && server.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH != 0)
 	return &Fence{server: server, f: f, mp: cfg.Mountpoint}, nil
 }
 

@@ -12,12 +12,16 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// handle is an open file. It deliberately implements no FilePassthroughFder: with
-// passthrough the kernel would write to the backing file without asking the fence.
+// handle is an open file. It deliberately implements no FilePassthroughFder: the
+// fence chooses backing files itself (see ioMode), so that go-fuse never makes a
+// writable file passthrough.
 type handle struct {
 	mu       sync.RWMutex // held for reading while fd is used; Release takes it to close
 	fd       int          // -1 once released
 	writable bool
+	n        *node  // the node opened, for its I/O counts
+	mode     ioMode // how the kernel does I/O on the file
+	attached bool   // tied to the node's backing file
 	// target is the canonical host path the handle was judged for at open. When the
 	// policy changes, writes through the handle are judged again against it: the
 	// descriptor stays bound to the inode it opened, so it cannot be redirected.
@@ -41,9 +45,10 @@ func hostFlags(flags uint32) int {
 
 var _ = (fs.NodeOpener)((*node)(nil))
 
-// Open for reading passes through with the page cache kept across opens (the
-// kernel still drops it when it sees size or mtime change). Open for writing, or
-// with O_TRUNC, is a mutation.
+// Open for reading passes through: the kernel reads the host file directly where
+// it can (passthrough), else through the page cache kept across opens (the kernel
+// still drops it when it sees size or mtime change). Open for writing, or with
+// O_TRUNC, is a mutation. See ioMode for how each kind of open does its I/O.
 //
 // Every open is FOPEN_NOFLUSH: close(2) sends no FLUSH, which on a local host file
 // system only closed a duplicate descriptor (locks are the kernel's, CAP_POSIX_LOCKS
@@ -56,13 +61,14 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		if errno != 0 {
 			return nil, 0, errno
 		}
-		return h, fuse.FOPEN_NOFLUSH, 0
+		return n.writeHandle(ctx, h, flags)
 	}
 	fd, err := unix.Open(n.f.host(n.rel()), hostFlags(flags), 0)
 	if err != nil {
 		return nil, 0, toErrno(err)
 	}
-	return &handle{fd: fd}, fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_NOFLUSH, 0
+	h, fl := n.readHandle(ctx, fd)
+	return h, fl, 0
 }
 
 // openForWrite opens for writing what rel leads to (a symlink in the last
@@ -162,7 +168,12 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 			return nil, nil, 0, errno
 		}
 		out.Attr.FromStat(sysStat(&st))
-		return n.NewInode(ctx, &node{f: n.f}, n.f.stable(&st, gen)), h, fuse.FOPEN_NOFLUSH, 0
+		child := n.NewInode(ctx, &node{f: n.f}, n.f.stable(&st, gen))
+		fh, fl, errno := child.Operations().(*node).writeHandle(ctx, h, flags)
+		if errno != 0 {
+			return nil, nil, 0, errno
+		}
+		return child, fh, fl, 0
 	}
 	defer unix.Close(dirFd)
 	if err != nil {
@@ -179,7 +190,12 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	h := &handle{fd: fd, writable: flags&unix.O_ACCMODE != unix.O_RDONLY, target: g.target}
 	h.gen.Store(s.gen)
 	out.Attr.FromStat(sysStat(&st))
-	return n.NewInode(ctx, &node{f: n.f}, n.f.stable(&st, gen)), h, fuse.FOPEN_NOFLUSH, 0
+	child := n.NewInode(ctx, &node{f: n.f}, n.f.stable(&st, gen))
+	fh, fl, errno := child.Operations().(*node).writeHandle(ctx, h, flags)
+	if errno != 0 {
+		return nil, nil, 0, errno
+	}
+	return child, fh, fl, 0
 }
 
 // recheck judges a write through an open handle again if the policy changed since
@@ -215,6 +231,11 @@ func (n *node) Write(ctx context.Context, fh fs.FileHandle, data []byte, off int
 	}
 	var written int
 	errno := h.use(func(fd int) error {
+		if h.mode == ioDirect {
+			if err := killSetID(fd); err != nil {
+				return err
+			}
+		}
 		var err error
 		written, err = unix.Pwrite(fd, data, off)
 		return err
@@ -348,6 +369,15 @@ func (h *handle) Flush(ctx context.Context) syscall.Errno {
 var _ = (fs.FileReleaser)((*handle)(nil))
 
 func (h *handle) Release(ctx context.Context) syscall.Errno {
+	errno := h.close()
+	if errno != syscall.EBADF {
+		h.released()
+	}
+	return errno
+}
+
+// close closes the host descriptor once.
+func (h *handle) close() syscall.Errno {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.fd < 0 {

@@ -19,7 +19,8 @@ import (
 // position in the tree, and every mutation re-resolves it (see judge).
 type node struct {
 	fs.Inode
-	f *fence
+	f  *fence
+	io nodeIO
 }
 
 // rel is the node's mount-relative path ("" for the root).

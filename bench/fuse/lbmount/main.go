@@ -29,6 +29,7 @@ type config struct {
 	keepCache      bool
 	cacheDir       bool
 	noFlush        bool
+	directWrite    bool
 	setattrTimeout time.Duration
 }
 
@@ -54,6 +55,9 @@ func (n *node) file(fh fs.FileHandle, flags uint32) (fs.FileHandle, uint32) {
 	if n.cfg.noFlush {
 		out |= fuse.FOPEN_NOFLUSH
 	}
+	if n.cfg.directWrite && flags&syscall.O_ACCMODE != syscall.O_RDWR && write {
+		out |= fuse.FOPEN_DIRECT_IO
+	}
 	switch {
 	case n.cfg.passthrough == "all", n.cfg.passthrough == "read" && !write:
 		return lf, out
@@ -75,7 +79,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	if errno != 0 {
 		return nil, nil, 0, errno
 	}
-	fh, fl := n.file(fh, flags|syscall.O_WRONLY)
+	fh, fl := n.file(fh, flags)
 	return in, fh, fl, 0
 }
 
@@ -103,6 +107,7 @@ func main() {
 	flag.BoolVar(&cfg.keepCache, "keep-cache", false, "FOPEN_KEEP_CACHE on read-only opens")
 	flag.BoolVar(&cfg.cacheDir, "cache-dir", false, "FOPEN_CACHE_DIR on directories")
 	flag.BoolVar(&cfg.noFlush, "no-flush", false, "FOPEN_NOFLUSH on files")
+	flag.BoolVar(&cfg.directWrite, "direct-write", false, "FOPEN_DIRECT_IO on write-only opens")
 	flag.DurationVar(&cfg.setattrTimeout, "setattr-timeout", 0, "attribute timeout of SETATTR replies (0: none, as go-fuse)")
 	killpriv := flag.Bool("killpriv-v2", false, "request CAP_HANDLE_KILLPRIV_V2")
 	plusAuto := flag.Bool("readdirplus-auto", false, "request CAP_READDIRPLUS_AUTO")

@@ -1,0 +1,202 @@
+package fusefence
+
+import (
+	"context"
+	"sync"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+)
+
+// How the kernel does I/O on an open file, chosen at open.
+//
+// Reads may bypass the daemon: a file opened for reading only is a passthrough
+// file (FOPEN_PASSTHROUGH), which the kernel reads from the host file directly. It
+// can never be written through: its FUSE file is not open for writing, so write(2)
+// fails with EBADF, and a shared writable mmap with EACCES, before FUSE is asked.
+//
+// Writes never bypass the daemon. The kernel, though, allows an inode either
+// passthrough files or files using its page cache, never both at once (an open of
+// the other kind fails with EIO). So:
+//
+//   - A write-only open (or O_RDONLY|O_TRUNC) is FOPEN_DIRECT_IO: every write is a
+//     WRITE request, fenced as always, and nothing can be mapped (mmap needs a
+//     readable file). Such a file uses no page cache and mixes with both kinds;
+//     while passthrough files of its inode are open the kernel wants it marked
+//     passthrough too (FOPEN_PASSTHROUGH|FOPEN_DIRECT_IO), which still sends its
+//     reads and writes to the daemon and only maps memory from the host file.
+//   - A read-write open uses the page cache, as before: a shared mapping of it is
+//     written back through WRITE requests the fence sees. While passthrough files
+//     of the same inode are open it fails with ETXTBSY (text file busy): marking it
+//     passthrough would let a shared mapping write the host file unfenced. Opens
+//     for reading made while a read-write file is open use the page cache, so this
+//     happens only to a read-write open that comes after open readers.
+//
+// The kernel also leaves clearing set-ID bits on direct writes to the file system
+// (see killSetID). Passthrough needs CAP_SYS_ADMIN (toh-mount as root) and Linux
+// 6.9; without it reads use the page cache (FOPEN_KEEP_CACHE).
+type ioMode int
+
+const (
+	ioCached      ioMode = iota // the inode's page cache: reads, and read-write files
+	ioPassthrough               // read-only, read by the kernel from the host file
+	ioDirect                    // write-only, every read and write sent to the daemon
+)
+
+// nodeIO is the I/O state of a node, one kernel inode. The daemon counts an open
+// before answering it and uncounts it at RELEASE, after the kernel closed it, so
+// its counts never fall short of the kernel's: a file is made passthrough only
+// while no page-cache file can be open, and the reverse.
+type nodeIO struct {
+	mu        sync.Mutex
+	cached    int   // open files using the page cache
+	attached  int   // open files tied to backingID (passthrough, or direct while readers were)
+	backingID int32 // the host file the kernel reads from, registered while attached > 0
+}
+
+// rawFS hands the kernel the backing file the fence chose in Open or Create.
+// go-fuse's own mechanism (FilePassthroughFder) would make every later open of an
+// inode with a backing file passthrough, read-write ones included, so the fence
+// keeps the backing files itself and go-fuse never sees one.
+type rawFS struct {
+	fuse.RawFileSystem
+	f *fence
+}
+
+func (r *rawFS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+	st := r.RawFileSystem.Open(cancel, in, out)
+	r.f.attach(cancel, st, out)
+	return st
+}
+
+func (r *rawFS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
+	st := r.RawFileSystem.Create(cancel, in, name, out)
+	r.f.attach(cancel, st, &out.OpenOut)
+	return st
+}
+
+// attach puts the backing file an Open or Create answered on the same request
+// (keyed by its cancel channel, unique among requests in flight) into the answer.
+func (f *fence) attach(cancel <-chan struct{}, st fuse.Status, out *fuse.OpenOut) {
+	v, ok := f.pending.LoadAndDelete(cancel)
+	if !ok || !st.Ok() {
+		return
+	}
+	out.BackingID = v.(int32)
+	out.OpenFlags |= fuse.FOPEN_PASSTHROUGH
+	out.OpenFlags &^= fuse.FOPEN_KEEP_CACHE
+}
+
+func cancelOf(ctx context.Context) <-chan struct{} {
+	if c, ok := ctx.(*fuse.Context); ok {
+		return c.Cancel
+	}
+	return nil
+}
+
+// readHandle makes the handle of a read-only open of n's host file fd.
+func (n *node) readHandle(ctx context.Context, fd int) (*handle, uint32) {
+	h := &handle{fd: fd, n: n, mode: ioCached}
+	io := &n.io
+	io.mu.Lock()
+	defer io.mu.Unlock()
+	if key := cancelOf(ctx); key != nil && io.cached == 0 && n.f.backing(io, fd) {
+		h.mode, h.attached = ioPassthrough, true
+		io.attached++
+		n.f.pending.Store(key, io.backingID)
+		return h, fuse.FOPEN_NOFLUSH
+	}
+	io.cached++
+	return h, fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_NOFLUSH
+}
+
+// backing makes sure io has a registered backing file, registering fd if needed.
+// It reports false when passthrough is unavailable. The caller holds io.mu.
+func (f *fence) backing(io *nodeIO, fd int) bool {
+	if io.backingID != 0 {
+		return true
+	}
+	if !f.passthrough.Load() {
+		return false
+	}
+	id, errno := f.server.RegisterBackingFd(&fuse.BackingMap{Fd: int32(fd)})
+	if errno != 0 {
+		if errno == syscall.EPERM || errno == syscall.ENOTTY || errno == syscall.EOPNOTSUPP {
+			// The kernel refuses every backing file of this daemon: stop asking.
+			f.passthrough.Store(false)
+		}
+		f.logf("passthrough unavailable, reads go through the daemon: %v", errno)
+		return false
+	}
+	io.backingID = id
+	return true
+}
+
+// writeHandle gives h, just opened for writing with the open flags, its mode and
+// the open's FUSE flags. On ETXTBSY it closes h.
+func (n *node) writeHandle(ctx context.Context, h *handle, flags uint32) (*handle, uint32, syscall.Errno) {
+	h.n = n
+	io := &n.io
+	io.mu.Lock()
+	defer io.mu.Unlock()
+	if flags&unix.O_ACCMODE == unix.O_RDWR {
+		if io.attached > 0 {
+			h.close()
+			return nil, 0, syscall.ETXTBSY
+		}
+		h.mode = ioCached
+		io.cached++
+		return h, fuse.FOPEN_NOFLUSH, 0
+	}
+	h.mode = ioDirect
+	if key := cancelOf(ctx); key != nil && io.attached > 0 {
+		h.attached = true
+		io.attached++
+		n.f.pending.Store(key, io.backingID)
+	}
+	return h, fuse.FOPEN_DIRECT_IO | fuse.FOPEN_NOFLUSH, 0
+}
+
+// released uncounts h at RELEASE, and unregisters the backing file after the last
+// file tied to it.
+func (h *handle) released() {
+	if h.n == nil {
+		return
+	}
+	io := &h.n.io
+	io.mu.Lock()
+	defer io.mu.Unlock()
+	switch {
+	case h.attached:
+		io.attached--
+		if io.attached == 0 && io.backingID != 0 {
+			if errno := h.n.f.server.UnregisterBackingFd(io.backingID); errno != 0 {
+				h.n.f.logf("unregistering backing file %d: %v", io.backingID, errno)
+			}
+			io.backingID = 0
+		}
+	case h.mode == ioCached:
+		io.cached--
+	}
+}
+
+// killSetID clears the set-user-ID bit, and the set-group-ID bit of a
+// group-executable file, before a write through a direct handle: the kernel
+// clears them for the writes it caches and leaves direct writes to the file
+// system. The daemon cannot tell whether the writer holds CAP_FSETID, so it clears
+// them for every writer, root included (a local file system keeps them for root).
+func killSetID(fd int) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	kill := uint32(unix.S_ISUID)
+	if st.Mode&unix.S_IXGRP != 0 {
+		kill |= unix.S_ISGID
+	}
+	if st.Mode&kill == 0 {
+		return nil
+	}
+	return unix.Fchmod(fd, st.Mode&0o7777&^kill)
+}
