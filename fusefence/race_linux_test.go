@@ -223,11 +223,18 @@ func runSwapRace(t *testing.T, r swapRace, stress time.Duration) {
 	var stop atomic.Bool
 	var swaps atomic.Int64
 	var attackers sync.WaitGroup
-	for _, s := range r.swaps {
-		dirFd, err := unix.Open(filepath.Join(e.base, s[0]), unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	// Every attacker's directory is opened before any attacker starts, while each
+	// is still the real one.
+	dirFds := make([]int, len(r.swaps))
+	for i, s := range r.swaps {
+		fd, err := unix.Open(filepath.Join(e.base, s[0]), unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
+		dirFds[i] = fd
+	}
+	for i, s := range r.swaps {
+		dirFd := dirFds[i]
 		attackers.Add(1)
 		go func() {
 			defer attackers.Done()
