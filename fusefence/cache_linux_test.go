@@ -3,6 +3,7 @@ package fusefence
 import (
 	"errors"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -12,31 +13,78 @@ import (
 )
 
 // TestStalenessBound: changes made to SOURCE from outside show through the mount
-// within DefaultTimeout, even where the kernel cached a negative entry, attributes
-// and pages.
+// within DefaultTimeout, even where the kernel cached a negative entry, attributes,
+// a directory listing (FOPEN_CACHE_DIR) and pages (a file open read-write reads
+// through the page cache); a passthrough read shows them at once.
 func TestStalenessBound(t *testing.T) {
-	e := newEnv(t, policy.WorkspaceWrite, "file src/f v1")
+	e := newEnv(t, policy.WorkspaceWrite, "file src/f v1", "file src/p v1", "file src/g v1", "file src/d/old")
 	if _, err := os.Stat(e.m("ext")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("stat of a missing file: %v", err)
 	}
-	if b, err := os.ReadFile(e.m("f")); err != nil || string(b) != "v1" {
+	rw, err := os.OpenFile(e.m("f"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rw.Close()
+	readF := func() string {
+		buf := make([]byte, 32)
+		n, _ := rw.ReadAt(buf, 0)
+		return string(buf[:n])
+	}
+	list := func() []string {
+		ents, _ := os.ReadDir(e.m("d"))
+		var names []string
+		for _, de := range ents {
+			names = append(names, de.Name())
+		}
+		return names
+	}
+	mode := func() os.FileMode {
+		fi, err := os.Stat(e.m("g"))
+		if err != nil {
+			return 0
+		}
+		return fi.Mode()
+	}
+	if got := readF(); got != "v1" {
+		t.Fatalf("read: %q", got)
+	}
+	if got := list(); !slices.Equal(got, []string{"old"}) {
+		t.Fatalf("listing: %q", got)
+	}
+	if b, err := os.ReadFile(e.m("p")); err != nil || string(b) != "v1" {
 		t.Fatalf("read: %q, %v", b, err)
 	}
-	changed := time.Now()
-	if err := os.WriteFile(e.s("ext"), []byte("new"), 0o644); err != nil {
-		t.Fatal(err)
+	if got := mode(); got != 0o644 {
+		t.Fatalf("mode %v", got)
 	}
-	if err := os.WriteFile(e.s("f"), []byte("version 2"), 0o644); err != nil {
-		t.Fatal(err)
+	changed := time.Now()
+	for _, c := range []func() error{
+		func() error { return os.WriteFile(e.s("ext"), []byte("new"), 0o644) },
+		func() error { return os.WriteFile(e.s("f"), []byte("version 2"), 0o644) },
+		func() error { return os.WriteFile(e.s("p"), []byte("version 2"), 0o644) },
+		func() error { return os.WriteFile(e.s("d/new"), nil, 0o644) },
+		func() error { return os.Chmod(e.s("g"), 0o600) },
+	} {
+		if err := c(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if e.fence.f.passthrough.Load() {
+		// Nothing of p is cached: the kernel reads the host file.
+		if b, err := os.ReadFile(e.m("p")); err != nil || string(b) != "version 2" {
+			t.Errorf("passthrough read right after an outside change: %q, %v", b, err)
+		}
 	}
 	for {
 		_, errExt := os.Stat(e.m("ext"))
-		b, errF := os.ReadFile(e.m("f"))
-		if errExt == nil && errF == nil && string(b) == "version 2" {
+		f, names, m := readF(), list(), mode()
+		b, errP := os.ReadFile(e.m("p"))
+		if errExt == nil && f == "version 2" && slices.Equal(names, []string{"new", "old"}) && m == 0o600 && errP == nil && string(b) == "version 2" {
 			break
 		}
 		if time.Since(changed) > DefaultTimeout+500*time.Millisecond {
-			t.Fatalf("%v after the host changed, the mount shows: ext %v, f %q (%v)", time.Since(changed), errExt, b, errF)
+			t.Fatalf("%v after the host changed, the mount shows: ext %v, f %q, d %q, g %v, p %q (%v)", time.Since(changed), errExt, f, names, m, b, errP)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -107,14 +107,28 @@
 //
 // # Caching and staleness
 //
-// Entry, attribute and negative-entry timeouts are [DefaultTimeout] (1 s), and
-// opens for reading keep the page cache (FOPEN_KEEP_CACHE) with the kernel's
-// automatic invalidation on a size or mtime change. Mutations through the mount
-// update the kernel's caches as part of the request. Changes made to SOURCE from
-// outside the mount are therefore visible through it after at most the timeout
-// (1 s), except a content change that keeps both size and mtime, which a cached
-// file may hide until its pages are evicted. Passthrough and the writeback cache
-// stay off: both would let writes bypass the fence.
+// Entry, attribute and negative-entry timeouts are [DefaultTimeout] (1 s), SETATTR
+// answers included. Directories keep their listing in the kernel's page cache
+// (FOPEN_CACHE_DIR), which the kernel drops when the directory's mtime, refreshed
+// with its attributes, has changed. Where the kernel allows it (root, Linux 6.9),
+// a file opened only for reading is read from the host file directly
+// (passthrough); otherwise, and while a read-write descriptor of the file is open,
+// reads keep the page cache (FOPEN_KEEP_CACHE), dropped on a size or mtime change.
+// Mutations through the mount update the kernel's caches as part of the request.
+//
+// Staleness bound: a change made to SOURCE from outside the mount is visible
+// through it after at most the timeout (1 s): names, attributes, listings and,
+// for page-cache reads, contents. Passthrough reads see it at once. Exceptions,
+// each kept until the next change the kernel can see: a content change that keeps
+// both size and mtime hides from a page-cache read; a listing change that keeps
+// the directory's mtime (possible only with coarse timestamps) hides from a cached
+// listing; and so does the file type of an escaping symlink whose target changes
+// type, which changes no mtime of the directory. TestStalenessBound measures the
+// bound for names, attributes, contents and listings.
+//
+// The writeback cache stays off: it would turn a denied write into a silently
+// dropped page, long after write(2) returned. Writes are never passthrough (see
+// ioMode): every one is a WRITE request the fence judges.
 //
 // # Threat model
 //
@@ -165,6 +179,11 @@
 //     STATX (ENOSYS, so the kernel falls back to GETATTR for the mount), O_TMPFILE
 //     (EOPNOTSUPP), and ACCESS (checked against the attributes; without
 //     default_permissions, access(W_OK) does not predict a denial by the fence).
-//   - Each mutation costs a canonicalization (one lstat per path component) and one
-//     stat of the policy file; reads cost what go-fuse's loopback costs.
+//   - Each mutation costs a canonicalization (one openat2 when the path holds no
+//     symlink, else one lstat per path component) and one stat of the policy file;
+//     reads cost what go-fuse's loopback costs. bench/fuse.sh measures both.
+//   - A read-write open of a file that is open for reading elsewhere through the
+//     mount fails with ETXTBSY while passthrough is in use (see ioMode).
+//   - A write through a write-only descriptor clears set-user-ID and set-group-ID
+//     bits for every writer, root included.
 package fusefence

@@ -187,6 +187,9 @@ func (b *bench) once(w workload, t *target) (float64, error) {
 			return 0, fmt.Errorf("prepare: %w", err)
 		}
 	}
+	// Start every run with nothing dirty: writeback of an earlier run's data (or the
+	// discards of its removal) would otherwise land on whichever run comes next.
+	syscall.Sync()
 	argv := w.command(b, t, run)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	var stderr strings.Builder
