@@ -3,7 +3,7 @@
 # measured in one run (issue 4, "Speed"). See bench/README.md for the workloads,
 # the results and what was tuned.
 #
-#   sudo bench/fuse.sh                     # 5 repetitions, ~10 minutes
+#   sudo bench/fuse.sh                     # 3 repetitions, ~13 minutes
 #   REPS=1 OUT=- sudo bench/fuse.sh        # a quick look, nothing recorded
 #   WORKLOADS=find-warm,git-warm REPS=9 OUT=- sudo bench/fuse.sh
 #
@@ -17,7 +17,7 @@
 #   bindfs    Debian's bindfs with its defaults (single-threaded libfuse3)
 #
 # Environment:
-#   REPS        repetitions of every workload on every target (5)
+#   REPS        repetitions of every workload on every target (3)
 #   WORKLOADS   comma-separated subset of: untar find-cold find-warm git-cold git-warm
 #               seq-write seq-read rm-rf smallfiles (all)
 #   SEQ_MIB     size of the sequential write and read in MiB (1024)
@@ -32,7 +32,7 @@ set -euo pipefail
 
 prog=$(basename "$0")
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-REPS=${REPS:-5}
+REPS=${REPS:-3}
 SEQ_MIB=${SEQ_MIB:-1024}
 WORK=${WORK:-/var/tmp/toh-fusebench}
 OUT=${OUT:-$repo/bench/results}
