@@ -100,9 +100,12 @@ var fenceCases = []fenceCase{
 	{name: "absolute link to another writable root", tree: []string{"dir extra/d", "link src/a -> $BASE/extra/d"},
 		dir: "a", dirHost: "extra/d", v: all("")},
 	// A nested root's own name lives in the root around it. Renaming it is still a
-	// carrier for the protect entries relative to it (a/.git/hooks), existing or not.
-	{name: "writable root nested in the workspace root", tree: []string{"dir src/a"}, roots: []string{"src/a"},
+	// carrier for the protect entries relative to it (a/.git/hooks, a/.git/config:
+	// a is a repository when the policy generation is resolved).
+	{name: "writable root nested in the workspace root", tree: []string{"dir src/a/.git"}, roots: []string{"src/a"},
 		dir: "a", v: verdict{dname: RuleProtected}},
+	{name: "writable root nested in the workspace root, no repository", tree: []string{"dir src/a"}, roots: []string{"src/a"},
+		dir: "a", v: all("")},
 	{name: "writable root nested in the workspace root, nothing protected", tree: []string{"dir src/a"}, roots: []string{"src/a"},
 		noProtect: true, dir: "a", v: all("")},
 	{name: "relative link climbing out to another writable root", tree: []string{"dir extra/d", "link src/a -> ../extra/d"},
@@ -136,6 +139,30 @@ var fenceCases = []fenceCase{
 		dir: "a", dirHost: "src/.git/hooks", seenDir: ".git/hooks", v: leadsOut(RuleProtected)},
 	{name: "absolute link into a protected directory", tree: []string{"dir src/.git/hooks", "link src/a -> $BASE/src/.git/hooks"},
 		dir: "a", dirHost: "src/.git/hooks", v: leadsOut(RuleProtected)},
+	// The git directories of the root (policy.Execution.ProtectedPaths): a linked
+	// worktree's gitdir and a submodule's gitdir below the root's .git get the same
+	// .git/... entries, and their commondir may not be created.
+	{name: "linked worktree gitdir hooks", tree: worktreeTree, dir: ".git/worktrees/wt/hooks", v: all(RuleProtected)},
+	{name: "linked worktree gitdir config", tree: worktreeTree, dir: ".git/worktrees/wt", file: ".git/worktrees/wt/config",
+		v: verdict{dir: "", dname: RuleProtected, name: RuleProtected, replace: RuleProtected, link: RuleProtected, content: RuleProtected, create: RuleProtected}},
+	{name: "unprotected file in a linked worktree gitdir", tree: worktreeTree, dir: ".git/worktrees/wt",
+		v: verdict{dname: RuleProtected}},
+	{name: "submodule gitdir hooks", tree: submoduleTree, dir: ".git/modules/lib/sub/hooks", v: all(RuleProtected)},
+	{name: "submodule gitdir config", tree: submoduleTree, dir: ".git/modules/lib/sub", file: ".git/modules/lib/sub/config",
+		v: verdict{dir: "", dname: RuleProtected, name: RuleProtected, replace: RuleProtected, link: RuleProtected, content: RuleProtected, create: RuleProtected}},
+	{name: "unprotected file in a submodule gitdir", tree: submoduleTree, dir: ".git/modules/lib/sub",
+		v: verdict{dname: RuleProtected}},
+	{name: "not a git directory below modules/", tree: []string{"dir src/.git/modules/junk/hooks", "file src/.git/modules/junk/config [core]"},
+		dir: ".git/modules/junk/hooks", v: all("")},
+	{name: "creating commondir in a repository", tree: []string{"dir src/.git/hooks", "file src/.git/config [core]"},
+		dir: ".git", file: ".git/commondir",
+		v: verdict{dname: RuleProtected, name: hidden, replace: RuleProtected, link: hidden, content: hidden, create: RuleProtected}},
+	{name: "creating commondir where no repository was", tree: []string{"dir src/p/.git"},
+		dir: "p/.git", file: "p/.git/commondir", v: verdict{name: hidden, link: hidden, content: hidden}},
+	// A repository that is not a root's (git init in a subdirectory) is the run's
+	// own; so is one the run creates in a root (TestGitInitInTheRun).
+	{name: "repository below the root", tree: []string{"dir src/p/.git/hooks", "file src/p/.git/config [core]"},
+		dir: "p/.git/hooks", v: all("")},
 	{name: "policy file and its directory", dir: ".toh", file: ".toh/policy.json",
 		v: verdict{dir: "", dname: RulePolicyFile, name: RulePolicyFile, replace: RulePolicyFile, link: RulePolicyFile, content: RulePolicyFile, create: RulePolicyFile}},
 	{name: "policy lock file", dir: ".toh", file: ".toh/policy.json.lock",
@@ -176,6 +203,21 @@ var fenceCases = []fenceCase{
 	{name: "danger-full-access in a protected directory", mode: policy.DangerFullAccess,
 		tree: []string{"dir src/.git/hooks"}, dir: ".git/hooks", v: all("")},
 }
+
+// worktreeTree is a repository in SOURCE with a linked worktree whose gitdir
+// (.git/worktrees/wt) lies inside it; submoduleTree one with a submodule lib/sub.
+var (
+	worktreeTree = []string{
+		"file src/.git/HEAD ref: refs/heads/main", "dir src/.git/objects", "dir src/.git/refs", "dir src/.git/hooks",
+		"file src/.git/worktrees/wt/HEAD ref: refs/heads/wt", "file src/.git/worktrees/wt/commondir ../..",
+		"file src/.git/worktrees/wt/gitdir $BASE/wt/.git", "dir src/.git/worktrees/wt/hooks", "file src/.git/worktrees/wt/config [core]",
+	}
+	submoduleTree = []string{
+		"file src/.git/HEAD ref: refs/heads/main", "dir src/.git/objects", "dir src/.git/refs",
+		"file src/.git/modules/lib/sub/HEAD ref: refs/heads/main", "dir src/.git/modules/lib/sub/objects", "dir src/.git/modules/lib/sub/refs",
+		"dir src/.git/modules/lib/sub/hooks", "file src/.git/modules/lib/sub/config [core]",
+	}
+)
 
 // withDefaults fills in the derived fields.
 func (c fenceCase) withDefaults() fenceCase {
@@ -766,5 +808,44 @@ func TestNestedWritableRootRemovable(t *testing.T) {
 	}
 	if recs := e.records(); len(recs) != 0 {
 		t.Errorf("logged denials: %+v", recs)
+	}
+}
+
+// TestGitInitInTheRun: the git rule of policy.Execution.ProtectedPaths is that
+// entries under .git/ apply to git directories that exist when the policy generation
+// is resolved. A repository the run creates in a root where there was none is the
+// run's own: git init may write its hooks and config. From the next generation on it
+// is a git directory of the root like any other.
+func TestGitInitInTheRun(t *testing.T) {
+	e := newEnv(t, policy.WorkspaceWrite)
+	for _, d := range []string{".git", ".git/hooks"} {
+		if err := os.Mkdir(e.m(d), 0o755); err != nil {
+			t.Fatalf("mkdir %s in a workspace without a repository: %v", d, err)
+		}
+	}
+	for _, f := range []string{".git/config", ".git/hooks/pre-commit"} {
+		if err := writeAt(e.m(f), unix.O_CREAT|unix.O_WRONLY, "[core]"); err != nil {
+			t.Fatalf("create %s in a repository the run made: %v", f, err)
+		}
+		if err := want(e.s(f), unix.S_IFREG|0o644, "[core]"); err != nil {
+			t.Errorf("create %s did not land: %v", f, err)
+		}
+	}
+	if recs := e.records(); len(recs) != 0 {
+		t.Errorf("git init logged denials: %+v", recs)
+	}
+
+	// A new generation sees the repository.
+	for _, m := range []policy.Mode{policy.ReadOnly, policy.WorkspaceWrite} {
+		if err := policy.SetMode(e.policy, "", m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{".git/config", ".git/hooks/pre-commit"} {
+		err := e.unchanged("write "+f, func() error { return writeAt(e.m(f), unix.O_WRONLY|unix.O_TRUNC, "x") })
+		e.expectDenial("write "+f+" in the next generation", err, "open", RuleProtected, f)
+	}
+	if err := writeAt(e.m(".git/description"), unix.O_CREAT|unix.O_WRONLY, "d"); err != nil {
+		t.Errorf("create .git/description in the next generation: %v", err)
 	}
 }

@@ -49,8 +49,16 @@
 //     policy: read-only denies; workspace-write needs a writable root containing
 //     the target (canon.LexicallyWithin; the tightest one is used, and for a
 //     root's own name the tightest one strictly containing it) and denies a
-//     target equal to or beneath root/<protect> for any root containing it, the
-//     policy file and its .lock, and the audit log. Operations that put something
+//     target equal to or beneath a protected path (rule protected), the policy
+//     file and its .lock (rule policy-file), and the audit log. The protected paths
+//     are policy.Execution.ProtectedPaths, the set bwrap and Seatbelt protect too,
+//     resolved once per policy generation: protect entries relative to each root,
+//     ".git/..." entries below each git directory of the root as it was when the
+//     generation was resolved (its .git directory or what a .git file names, the
+//     common directory, worktrees/*, modules/**; a repository created later, by
+//     git init in the run, is the run's own until the next generation), those git
+//     directories' commondir and config.worktree, which may not be created, and a
+//     .git pointer file. Operations that put something
 //     at a name that could hold or redirect such a guarded path (both ends of a
 //     rename, symlink, link, a new non-directory) are also denied at a strict
 //     ancestor of it: `mv .git x`, or a prepared directory, file or symlink moved to

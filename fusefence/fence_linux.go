@@ -202,6 +202,7 @@ func (m *Fence) Unmount() error {
 type snapshot struct {
 	gen   uint64
 	x     policy.Execution
+	prot  guarded // x's protected set, resolved once for this generation
 	err   error
 	roots map[string]int // canonical root -> O_PATH fd; a root that cannot be opened is absent
 	refs  atomic.Int32
@@ -247,7 +248,8 @@ func (f *fence) newSnapshot(gen uint64, x policy.Execution, err error) *snapshot
 	case policy.WorkspaceWrite:
 		roots = x.WritableRoots
 	}
-	f.logf("policy generation %d: mode %s, writable roots %q, protect %q", gen, x.Mode, x.WritableRoots, x.Protect)
+	s.prot = protectedOf(x)
+	f.logf("policy generation %d: mode %s, writable roots %q, protect %q, protected paths %q %q", gen, x.Mode, x.WritableRoots, x.Protect, s.prot.policy, s.prot.protect)
 	for _, r := range roots {
 		// Roots are canonical: opening them beneath "/" without following symlinks
 		// keeps a symlink swapped into a root's spelling from moving the root.

@@ -212,7 +212,7 @@ func (f *fence) recheck(ctx context.Context, h *handle, op, rel string) syscall.
 	if s.err != nil {
 		return f.deny(ctx, s, op, rel, h.target, RulePolicyInvalid)
 	}
-	if _, rule := place(s.x, h.target, reachInode, f.auditPath); rule != "" {
+	if _, rule := place(s.x, s.prot, h.target, reachInode, f.auditPath); rule != "" {
 		return f.deny(ctx, s, op, rel, h.target, rule)
 	}
 	h.gen.Store(s.gen)

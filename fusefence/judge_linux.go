@@ -54,14 +54,14 @@ func (f *fence) judge(ctx context.Context, s *snapshot, op, rel string, fm form,
 		return nil, f.deny(ctx, s, op, rel, f.host(rel), RulePolicyInvalid)
 	}
 	target, parentSt := f.resolve(rel, fm)
-	p, rule := place(s.x, target, r, f.auditPath)
+	p, rule := place(s.x, s.prot, target, r, f.auditPath)
 	if rule == "" && fm == formEntry && p.Rel == "." {
 		// A root's own name lives in its parent: it can only be changed through a
 		// root that strictly contains it (a writable root nested in another one),
 		// and the guarded paths have been checked against every root already.
 		x := s.x
 		x.WritableRoots = slices.DeleteFunc(slices.Clone(x.WritableRoots), func(root string) bool { return root == target })
-		if p, rule = place(x, target, r, f.auditPath); rule == "" && p.Rel == "." {
+		if p, rule = place(x, s.prot, target, r, f.auditPath); rule == "" && p.Rel == "." {
 			rule = RuleOutside
 		}
 	}

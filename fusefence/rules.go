@@ -51,16 +51,45 @@ type placement struct {
 	Rel  string
 }
 
-// place decides one mutation of the canonical host path target under x. It is a pure
-// function of strings: the caller canonicalized target immediately before, and
-// performs the mutation relative to a descriptor of the returned root, so the
-// decision and the mechanism refer to the same place. extraGuarded are further
-// absolute paths that stay read-only (the audit log), with their rule.
+// guarded is the fence's protected set for one policy generation: the canonical
+// paths of [policy.Execution.ProtectedPaths] (the one resolution bwrap and Seatbelt
+// use too), split by the rule that names a denial. It is computed once per policy
+// generation (see [protectedOf]); judging a mutation only compares strings.
+type guarded struct {
+	protect []string // protect entries and the git files that redirect them: RuleProtected
+	policy  []string // the policy file and its lock: RulePolicyFile
+}
+
+// protectedOf resolves the protected set of x. It reads the file system (see
+// [policy.Execution.ProtectedPaths]): the git rule applies to git directories that
+// exist now, so a repository created later in the run is the run's own. Only
+// workspace-write guards anything.
+func protectedOf(x policy.Execution) guarded {
+	var g guarded
+	if x.Mode != policy.WorkspaceWrite {
+		return g
+	}
+	for _, pp := range x.ProtectedPaths() {
+		if pp.Reason == policy.ProtectPolicy {
+			g.policy = append(g.policy, pp.Path)
+		} else {
+			g.protect = append(g.protect, pp.Path)
+		}
+	}
+	return g
+}
+
+// place decides one mutation of the canonical host path target under x, whose
+// protected set is prot (from [protectedOf] for the same x). It is a pure function of
+// strings: the caller canonicalized target immediately before, and performs the
+// mutation relative to a descriptor of the returned root, so the decision and the
+// mechanism refer to the same place. audit is the fence's own audit log, which stays
+// read-only too.
 //
 // In danger-full-access the root is "/" and nothing is guarded (the SPEC lets that
 // mode write the policy file too). Device nodes are the caller's business: they are
 // denied before this is consulted.
-func place(x policy.Execution, target string, r reach, audit string) (placement, string) {
+func place(x policy.Execution, prot guarded, target string, r reach, audit string) (placement, string) {
 	if x.Mode == policy.DangerFullAccess {
 		return placement{Root: "/", Rel: relTo(target, "/")}, ""
 	}
@@ -69,23 +98,22 @@ func place(x policy.Execution, target string, r reach, audit string) (placement,
 	}
 	var best string
 	for _, root := range x.WritableRoots {
-		if !canon.LexicallyWithin(target, root) {
-			continue
-		}
-		for _, p := range x.Protect {
-			if guards(root+"/"+p, target, r) {
-				return placement{}, RuleProtected
-			}
-		}
-		if len(root) > len(best) {
+		if canon.LexicallyWithin(target, root) && len(root) > len(best) {
 			best = root
 		}
 	}
 	if best == "" {
 		return placement{}, RuleOutside
 	}
-	if x.PolicyFile != "" && (guards(x.PolicyFile, target, r) || guards(x.PolicyFile+".lock", target, r)) {
-		return placement{}, RulePolicyFile
+	for _, g := range prot.protect {
+		if guards(g, target, r) {
+			return placement{}, RuleProtected
+		}
+	}
+	for _, g := range prot.policy {
+		if guards(g, target, r) {
+			return placement{}, RulePolicyFile
+		}
 	}
 	if audit != "" && guards(audit, target, r) {
 		return placement{}, RuleAuditLog
