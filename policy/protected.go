@@ -197,8 +197,9 @@ func (x Execution) ProtectedPaths() []ProtectedPath {
 // This is a step after [Resolve], not part of it, on purpose: a consumer that judges
 // protected paths by joining root and entry (as the fence did before adopting
 // ProtectedPaths) would see the common directory's hooks as an unprotected part of a
-// writable root. toh-exec calls it; a consumer that does not stays stricter (git in a
-// linked worktree is then refused its common directory), never looser.
+// writable root. toh-exec and [Watcher] (toh-mount) call it; a consumer that does not
+// stays stricter (git in a linked worktree is then refused its common directory),
+// never looser.
 func (x Execution) WithWorktreeRoots() Execution {
 	if x.Mode != WorkspaceWrite {
 		return x

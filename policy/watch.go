@@ -16,6 +16,10 @@ import (
 // taken before the read, so the next call sees a different stamp and reloads again:
 // the watcher can read a file twice, never miss its last version.
 //
+// The policy is resolved as toh-exec resolves it, [Execution.WithWorktreeRoots]
+// included: a linked worktree's common git directory is writable, its hooks and
+// configuration protected like any git directory's (see [Execution.ProtectedPaths]).
+//
 // A missing file resolves as [Default], and the request's PolicyFile stays set, so a
 // fence can refuse to create a policy file where none exists yet. A malformed file,
 // or one that no longer resolves (an unknown session), makes Current return the error
@@ -74,6 +78,7 @@ func (w *Watcher) reload(k fileStamp) {
 	f, _, err := Load(w.path)
 	if err == nil {
 		w.x, err = Resolve(f, w.req)
+		w.x = w.x.WithWorktreeRoots() // its reader (the fence) honours ProtectedPaths
 	}
 	if err != nil {
 		w.x, w.err = Execution{}, err

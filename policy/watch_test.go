@@ -3,6 +3,7 @@ package policy
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -99,5 +100,45 @@ func TestWatcherSessionEvents(t *testing.T) {
 	}
 	if x, _, _ := w.Current(); x.Mode != WorkspaceWrite || x.WorkspaceRoot != filepath.Dir(path) {
 		t.Fatalf("after an event: got %s at %s, want workspace-write at %s", x.Mode, x.WorkspaceRoot, filepath.Dir(path))
+	}
+}
+
+// The watcher adds a verified linked worktree's common directory as a writable root,
+// as toh-exec does: its reader, the fence, protects that directory's hooks and config
+// through ProtectedPaths.
+func TestWatcherAddsWorktreeRoots(t *testing.T) {
+	_, git := gitTree(t)
+	// Not below /tmp, a writable root already: the common directory would not be added.
+	base, err := os.MkdirTemp("/var/tmp", "toh-watch-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	if base, err = filepath.EvalSymlinks(base); err != nil {
+		t.Fatal(err)
+	}
+	main, wt := filepath.Join(base, "main"), filepath.Join(base, "wt")
+	mustMkdir(t, main)
+	git(main, "init", "-q")
+	git(main, "commit", "-q", "--allow-empty", "-m", "main")
+	git(main, "worktree", "add", "-q", wt)
+	common := filepath.Join(main, ".git")
+	path := filepath.Join(base, "toh.json")
+	if err := SetMode(path, "", WorkspaceWrite); err != nil {
+		t.Fatal(err)
+	}
+	w, err := NewWatcher(path, Request{Cwd: wt, PolicyFile: path}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, _, err := w.Current()
+	if err != nil || !slices.Contains(x.WritableRoots, common) || !slices.Equal(x.WorktreeRoots, []string{common}) {
+		t.Fatalf("got roots %q, worktree roots %q, %v; want %s added", x.WritableRoots, x.WorktreeRoots, err, common)
+	}
+	got := pathsOf(x.ProtectedPaths(), base)
+	for _, want := range []string{"main/.git/hooks dir exists protect", "main/.git/config file exists protect"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("%q missing from %q", want, got)
+		}
 	}
 }
