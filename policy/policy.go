@@ -131,6 +131,18 @@
 // The added directory's hooks, config, commondir and per-worktree directories stay
 // read-only (it is a git directory of the worktree's root, see ProtectedPaths).
 //
+// # Decisions
+//
+// [Execution.Decide] answers whether one mutation (an [Op]: write, create, delete or
+// rename) at a path is allowed, and by which rule, from the same writable roots and
+// protected paths the backends enforce; "toh-exec why" prints its answer. The target
+// is resolved as the fence re-resolves a mutation (the name itself for create,
+// delete and rename; what the path leads to for write), and the rule names are the
+// fence's where both name the same reason. It answers for the policy: where a
+// backend enforces less (Landlock no protected path, bwrap no missing path of Kind
+// [PathAbsent]) that backend's doc says so. A property test in cmd/toh-exec checks
+// it against real bwrap runs and a real fence mount on random trees and policies.
+//
 // # Escalation
 //
 // [ValidateEscalation] returns an [*EscalationError] whose Error() is the exact SPEC

@@ -40,6 +40,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return runPolicy(args[1:], stdout, stderr)
 		case "doctor":
 			return runDoctor(args[1:], stdout, stderr)
+		case "why":
+			return runWhy(args[1:], stdout, stderr)
 		case "help":
 			fmt.Fprint(stdout, usageText)
 			return 0
@@ -62,6 +64,8 @@ const usageText = `Usage:
   toh-exec policy set-mode [--policy FILE] [--session ID] MODE
   toh-exec policy new-session [--policy FILE] --session ID [--cwd DIR]
   toh-exec doctor [--json]
+  toh-exec why --path P --op write|create|delete|rename [--policy FILE] [--session ID]
+               [--mode MODE] [--probe-cache FILE] [--json]
 
 Runs COMMAND confined by a kernel mechanism (bubblewrap, else Landlock, on Linux;
 sandbox-exec on macOS) under the policy file. It never runs a confined command
@@ -104,6 +108,26 @@ Options:
   --verbose            print the effective confinement on stderr before running
   -h, --help           show this help
 
+toh-exec why answers whether a command confined under the same options could make
+one change, and by which rule, from the same resolved policy and protected paths the
+runners use (it runs nothing, changes nothing, and is only as true as the moment it
+ran). --path P is relative to the working directory. --op is one of:
+  write    change what P leads to (content, mode, owner, times; a symlink in the
+           last component is followed)
+  create   put a new entry at the name P (the name itself is not followed)
+  delete   remove the name P (a file, a symlink, an empty directory)
+  rename   move the name P away, or move something onto it
+It prints "allow" or "deny (RULE)", then the canonical target and the reason; --json
+prints the decision as one JSON object instead. Rules: allowed, danger-full-access,
+sink (/dev/null), read-only, outside-writable-roots, protected (a protect entry, or a
+file git finds one through), policy-file, probe-cache. Create and rename are also
+refused at a directory above a protected path; a missing protected path counts.
+why answers for the policy; where a backend enforces less or otherwise: Landlock
+enforces no protected path; bwrap cannot keep a missing commondir, config.worktree or
+policy lock file from being created, and its /tmp is a private tmpfs; the fence
+(toh-mount) refuses writes to files with several links, and resolves the protected
+paths when its policy file changes, not at each operation.
+
 After a denied run toh-exec prints on stderr:
   [sandbox: file access denied under <mode> mode]
 and, when a wider mode could be requested, the escalation hint.
@@ -120,4 +144,5 @@ Exit status:
        protected path could not be prepared)
   127  the command was not found (checked before confining)
 A child may itself exit with any of these codes; --json and --result-fd say which.
+toh-exec why exits 0 for allow and 1 for deny (2, 120 and 124 as above).
 `
