@@ -3,9 +3,10 @@
 # measured in one run (issue 4, "Speed"). See bench/README.md for the workloads,
 # the results and what was tuned.
 #
-#   sudo bench/fuse.sh                     # 3 repetitions, ~13 minutes
-#   REPS=1 OUT=- sudo bench/fuse.sh        # a quick look, nothing recorded
-#   WORKLOADS=find-warm,git-warm REPS=9 OUT=- sudo bench/fuse.sh
+#   sudo bench/fuse.sh                     # 3 repetitions, ~10 minutes
+#   sudo REPS=5 bench/fuse.sh              # the recorded run, ~15 minutes
+#   sudo REPS=1 OUT=- bench/fuse.sh        # a quick look, nothing recorded
+#   sudo WORKLOADS=find-warm,git-warm REPS=9 OUT=- bench/fuse.sh
 #
 # Targets, each mirroring the same SOURCE:
 #   native    SOURCE itself
