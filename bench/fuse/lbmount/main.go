@@ -196,7 +196,11 @@ func main() {
 	go func() {
 		<-sigs
 		if err := server.Unmount(); err != nil {
-			fmt.Fprintln(os.Stderr, "lbmount:", err)
+			// Busy: detach it, so the serve loop ends and the process exits.
+			fmt.Fprintln(os.Stderr, "lbmount:", err, "- detaching")
+			if err := syscall.Unmount(flag.Arg(1), syscall.MNT_DETACH); err != nil {
+				fmt.Fprintln(os.Stderr, "lbmount:", err)
+			}
 		}
 	}()
 	server.Wait()
