@@ -94,7 +94,7 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	g.chownNew(dirFd, base)
 	g.touched()
 	child, errno := n.newEntry(ctx, dirFd, base, out)
-	if errno == 0 && !safeLinkText(target, depthOf(n.rel())) {
+	if errno == 0 && !SafeLinkText(target, depthOf(n.rel())) {
 		n.notifyEntryLater(name)
 	}
 	return child, errno

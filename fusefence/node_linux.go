@@ -89,31 +89,10 @@ func (f *fence) exposable(rel string, st *unix.Stat_t) bool {
 	if dir != "" {
 		depth = strings.Count(dir, "/") + 1
 	}
-	if !safeLinkText(text, depth) {
+	if !SafeLinkText(text, depth) {
 		return false
 	}
 	return dir == "" || canon.Canonical(f.host(dir)) == f.host(dir)
-}
-
-// safeLinkText: relative, ".." only before the first name, at most depth of them.
-func safeLinkText(text string, depth int) bool {
-	if text == "" || text[0] == '/' {
-		return false
-	}
-	ups, down := 0, false
-	for _, c := range strings.Split(text, "/") {
-		switch c {
-		case "", ".":
-		case "..":
-			if down {
-				return false
-			}
-			ups++
-		default:
-			down = true
-		}
-	}
-	return ups <= depth
 }
 
 func readlink(path string) (string, error) {

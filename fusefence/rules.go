@@ -139,3 +139,26 @@ func relTo(target, root string) string {
 	}
 	return strings.TrimPrefix(target, root+"/")
 }
+
+// SafeLinkText reports whether a symlink text, found depth directories below the
+// mount root, can never lead out of the mount: relative, ".." only before the first
+// name, at most depth of them. The fence shows only such links as symlinks.
+func SafeLinkText(text string, depth int) bool {
+	if text == "" || text[0] == '/' {
+		return false
+	}
+	ups, down := 0, false
+	for _, c := range strings.Split(text, "/") {
+		switch c {
+		case "", ".":
+		case "..":
+			if down {
+				return false
+			}
+			ups++
+		default:
+			down = true
+		}
+	}
+	return ups <= depth
+}

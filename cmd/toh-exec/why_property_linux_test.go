@@ -435,14 +435,14 @@ func fencePlace(g fenceGen, target string, carrier bool) (rule, best string) {
 }
 
 // fenceShowsLink is fusefence's rule for showing a host symlink as a symlink
-// (node_linux.go, exposable), copied for the same reason as fenceModel.
+// (node_linux.go); the link-text rule is the fence's own fusefence.SafeLinkText.
 func fenceShowsLink(base, rel string) bool {
 	var st unix.Stat_t
 	if unix.Lstat(filepath.Join(base, rel), &st) != nil || st.Nlink != 1 {
 		return false
 	}
 	text, err := os.Readlink(filepath.Join(base, rel))
-	if err != nil || text == "" || text[0] == '/' {
+	if err != nil {
 		return false
 	}
 	dir := path.Dir(rel)
@@ -450,20 +450,7 @@ func fenceShowsLink(base, rel string) bool {
 	if dir != "." {
 		depth = strings.Count(dir, "/") + 1
 	}
-	ups, down := 0, false
-	for _, c := range strings.Split(text, "/") {
-		switch c {
-		case "", ".":
-		case "..":
-			if down {
-				return false
-			}
-			ups++
-		default:
-			down = true
-		}
-	}
-	return ups <= depth && (dir == "." || canon.Canonical(filepath.Join(base, dir)) == filepath.Join(base, dir))
+	return fusefence.SafeLinkText(text, depth) && (dir == "." || canon.Canonical(filepath.Join(base, dir)) == filepath.Join(base, dir))
 }
 
 func factsOf(base, rel, target string) hostFacts {
