@@ -11,39 +11,16 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/toh-sandbox/toh/internal/testutil"
 	"github.com/toh-sandbox/toh/policy"
 )
-
-// requireSandboxExec skips unless sandbox-exec exists and can apply a profile here (a
-// process that is itself sandboxed cannot); where the test leg declared it required
-// (TOH_TEST_REQUIRE=seatbelt), it fails instead, like internal/testutil's helpers.
-func requireSandboxExec(t *testing.T) {
-	t.Helper()
-	why := ""
-	if _, err := os.Stat(seatbeltPath); err != nil {
-		why = err.Error()
-	} else if out, err := exec.Command(seatbeltPath, "-p", "(version 1) (allow default)", "--", "/usr/bin/true").CombinedOutput(); err != nil {
-		why = fmt.Sprintf("%s cannot apply a profile here: %v %s", seatbeltPath, err, strings.TrimSpace(string(out)))
-	}
-	if why == "" {
-		return
-	}
-	for _, f := range strings.Split(os.Getenv("TOH_TEST_REQUIRE"), ",") {
-		if strings.TrimSpace(f) == "seatbelt" {
-			t.Fatalf("seatbelt is required in this test leg (TOH_TEST_REQUIRE) but unusable: %s", why)
-		}
-	}
-	t.Skipf("seatbelt unusable: %s", why)
-}
 
 // canonicalTempDir is t.TempDir() as the kernel spells it (/var is /private/var on
 // macOS): Seatbelt matches resolved paths, and policy.Execution's roots are canonical.
@@ -200,7 +177,7 @@ func TestSeatbeltRunnerThatCannotRunIsUnavailable(t *testing.T) {
 // run is denied in Seatbelt's dialect while reads and /dev/null work, and a
 // workspace-write run lands inside its root and is denied beside it.
 func TestSeatbeltRunsOnThisMac(t *testing.T) {
-	requireSandboxExec(t)
+	testutil.RequireSeatbelt(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := newSeatbeltProvider().Probe(ctx); err != nil {

@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -42,29 +41,6 @@ func seatbeltDial() int {
 	}
 	fmt.Print(line)
 	return 0
-}
-
-// requireSeatbelt skips unless sandbox-exec exists and can apply a profile here (a
-// process that is itself sandboxed cannot); where the test leg declared it required
-// (TOH_TEST_REQUIRE=seatbelt), it fails instead, like internal/testutil's helpers.
-func requireSeatbelt(t *testing.T) {
-	t.Helper()
-	const sandboxExec = "/usr/bin/sandbox-exec"
-	why := ""
-	if _, err := os.Stat(sandboxExec); err != nil {
-		why = err.Error()
-	} else if out, err := exec.Command(sandboxExec, "-p", "(version 1) (allow default)", "--", "/usr/bin/true").CombinedOutput(); err != nil {
-		why = fmt.Sprintf("%s cannot apply a profile here: %v %s", sandboxExec, err, strings.TrimSpace(string(out)))
-	}
-	if why == "" {
-		return
-	}
-	for _, f := range strings.Split(os.Getenv("TOH_TEST_REQUIRE"), ",") {
-		if strings.TrimSpace(f) == "seatbelt" {
-			t.Fatalf("seatbelt is required in this test leg (TOH_TEST_REQUIRE) but unusable: %s", why)
-		}
-	}
-	t.Skipf("seatbelt unusable: %s", why)
 }
 
 // seatbelt runs toh-exec through the platform chain (Seatbelt alone on macOS: no
@@ -97,7 +73,7 @@ func namesPolicy(args []string) bool {
 }
 
 func TestSeatbeltReadOnlyDeniesWriteWithDialectAndMarker(t *testing.T) {
-	requireSeatbelt(t)
+	testutil.RequireSeatbelt(t)
 	s := newScratch(t)
 	target := filepath.Join(s.ws, "new.txt")
 	e, r := s.seatbelt(t, s.ws, nil, "-c", "echo hi > new.txt")
@@ -123,7 +99,7 @@ func TestSeatbeltReadOnlyDeniesWriteWithDialectAndMarker(t *testing.T) {
 }
 
 func TestSeatbeltReadOnlyKeepsTreeReadableAndDevNullWritable(t *testing.T) {
-	requireSeatbelt(t)
+	testutil.RequireSeatbelt(t)
 	s := newScratch(t)
 	e, r := s.seatbelt(t, s.ws, nil, "-c", "cat notes.txt && cat /etc/hosts >/dev/null && echo sink > /dev/null && ls / >/dev/null")
 	if r.code != 0 || e.Result.Denied || *e.Stdout != "workspace notes" {
@@ -132,7 +108,7 @@ func TestSeatbeltReadOnlyKeepsTreeReadableAndDevNullWritable(t *testing.T) {
 }
 
 func TestSeatbeltWorkspaceWriteLandsInsideDeniesBeside(t *testing.T) {
-	requireSeatbelt(t)
+	testutil.RequireSeatbelt(t)
 	s := newScratch(t)
 	inside, beside := filepath.Join(s.ws, "in.txt"), filepath.Join(s.beside, "out.txt")
 	e, _ := s.seatbelt(t, s.ws, nil, "--mode", "workspace-write", "-c", "printf ok > in.txt")
@@ -157,7 +133,7 @@ func TestSeatbeltWorkspaceWriteLandsInsideDeniesBeside(t *testing.T) {
 // matches resolved paths, so a root spelled "/tmp" would match nothing: the write
 // landing shows the root was spelled canonically. Read-only denies it.
 func TestSeatbeltTmpIsWritableOnlyInWorkspaceWrite(t *testing.T) {
-	requireSeatbelt(t)
+	testutil.RequireSeatbelt(t)
 	s := newScratch(t)
 	name := fmt.Sprintf("/tmp/toh-e2e-seatbelt-%d", os.Getpid())
 	os.Remove(name)
@@ -179,7 +155,7 @@ func TestSeatbeltTmpIsWritableOnlyInWorkspaceWrite(t *testing.T) {
 // listener's own count of connections is the evidence, and the result says which
 // network setting was applied.
 func TestSeatbeltNetworkDeny(t *testing.T) {
-	requireSeatbelt(t)
+	testutil.RequireSeatbelt(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -241,7 +217,7 @@ func TestSeatbeltNetworkDeny(t *testing.T) {
 // needs no stand-in), the rest of .git stays writable, a repository the run creates
 // itself is its own, and a policy file inside the workspace stays read-only.
 func TestSeatbeltProtectedPaths(t *testing.T) {
-	requireSeatbelt(t)
+	testutil.RequireSeatbelt(t)
 	s := newScratch(t)
 	testutil.MakeTree(t, s.ws, "dir .git", "dir .git/hooks", "file .git/config [core]\n", "file .git/description d\n")
 	script := `echo evil > .git/hooks/pre-commit; echo evil >> .git/config; rm -f .git/config; mv .git .git2; ` +
@@ -303,7 +279,7 @@ func TestSeatbeltProtectedPaths(t *testing.T) {
 // without a probe (SPEC §4.1): with a 1ns probe timeout and --refresh-probe, a probe
 // would time out and the run fail closed; instead it runs, and no verdict is written.
 func TestSeatbeltSoleCandidateWithoutProbe(t *testing.T) {
-	requireSeatbelt(t)
+	testutil.RequireSeatbelt(t)
 	s := newScratch(t)
 	cacheDir := filepath.Join(s.beside, "cache")
 	r := toh(t, s.ws, nil, "--policy", s.noPolicy, "--probe-cache", filepath.Join(cacheDir, "probe.json"),
