@@ -49,6 +49,17 @@ type Config struct {
 	Debug bool
 	// Logf receives diagnostics; nil discards them.
 	Logf func(format string, args ...any)
+	// OnDeny, when set, is called with every denial, synchronously inside the FUSE
+	// request that was denied and before the request is answered: when a caller sees
+	// EACCES, its record has been delivered. It must be quick and must not touch the
+	// mount.
+	OnDeny func(Event)
+	// DevFD, when positive, is a /dev/fuse descriptor that another process already
+	// mounted (mount(2) with "fd=N"); the fence serves it instead of mounting, and
+	// Mountpoint only names the mount in messages. toh-exec --fence mounts this way
+	// inside a run's own mount namespace. Unmount cannot unmount such a mount: it
+	// ends when the last process of that namespace does.
+	DevFD int
 }
 
 // DefaultTimeout is the default kernel cache lifetime (see Config.Timeout).
@@ -72,6 +83,7 @@ type fence struct {
 	slashFd   int // O_PATH fd of "/", to open writable roots without following symlinks
 	pol       PolicySource
 	audit     *AuditLog
+	onDeny    func(Event)
 	auditPath string        // canonical path of the audit log, guarded like the policy file
 	asRoot    bool          // new entries are chowned to the caller
 	timeout   time.Duration // the kernel's entry and attribute cache lifetime
@@ -111,6 +123,7 @@ func Mount(cfg Config) (*Fence, error) {
 		slashFd: slashFd,
 		pol:     cfg.Policy,
 		audit:   cfg.Audit,
+		onDeny:  cfg.OnDeny,
 		asRoot:  os.Geteuid() == 0,
 		debug:   cfg.Debug,
 		logf:    cfg.Logf,
@@ -165,8 +178,14 @@ func Mount(cfg Config) (*Fence, error) {
 	if cfg.Debug {
 		opts.MountOptions.Logger = newLogger(f.logf)
 	}
+	mountpoint := cfg.Mountpoint
+	if cfg.DevFD > 0 {
+		// go-fuse's "/dev/fd/N" form: serve the descriptor, mount nothing.
+		mountpoint = fmt.Sprintf("/dev/fd/%d", cfg.DevFD)
+		opts.MountOptions.DirectMount = false
+	}
 	unix.Umask(0)
-	server, err := fuse.NewServer(&rawFS{RawFileSystem: fs.NewNodeFS(f.root, opts), f: f}, cfg.Mountpoint, &opts.MountOptions)
+	server, err := fuse.NewServer(&rawFS{RawFileSystem: fs.NewNodeFS(f.root, opts), f: f}, mountpoint, &opts.MountOptions)
 	if err != nil {
 		unix.Close(slashFd)
 		return nil, fmt.Errorf("mounting %q: %w", cfg.Mountpoint, err)
@@ -288,6 +307,9 @@ func (f *fence) deny(ctx context.Context, s *snapshot, op, rel, hostPath, rule s
 	}
 	if f.audit != nil {
 		f.audit.Log(ev)
+	}
+	if f.onDeny != nil {
+		f.onDeny(ev)
 	}
 	if f.debug {
 		f.logf("denied %s %q (%s) pid %d: %s", op, ev.Path, hostPath, ev.PID, rule)

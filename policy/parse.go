@@ -154,6 +154,7 @@ type fileWire struct {
 	Protect       *[]string                  `json:"protect"`
 	Network       Network                    `json:"network"`
 	Approval      Approval                   `json:"approval"`
+	Fence         *bool                      `json:"fence"`
 	Sessions      map[string]json.RawMessage `json:"sessions"`
 }
 
@@ -181,6 +182,7 @@ func decode(data []byte) (*File, error) {
 		WritableRoots: nilIfEmpty(w.WritableRoots),
 		Network:       w.Network,
 		Approval:      w.Approval,
+		Fence:         w.Fence,
 	}
 	if w.Protect != nil {
 		// An explicit empty list means "protect nothing" and must survive, so it stays

@@ -217,14 +217,17 @@ const (
 // File is the version-1 policy document exactly as stored. Zero values of optional
 // fields mean "absent"; [Resolve] applies the defaults.
 type File struct {
-	Version       int                `json:"version"`
-	Mode          Mode               `json:"mode,omitempty"`
-	WorkspaceRoot string             `json:"workspaceRoot,omitempty"`
-	WritableRoots []string           `json:"writableRoots,omitempty"`
-	Protect       *[]string          `json:"protect,omitempty"`
-	Network       Network            `json:"network,omitempty"`
-	Approval      Approval           `json:"approval,omitempty"`
-	Sessions      map[string]Session `json:"sessions,omitempty"`
+	Version       int       `json:"version"`
+	Mode          Mode      `json:"mode,omitempty"`
+	WorkspaceRoot string    `json:"workspaceRoot,omitempty"`
+	WritableRoots []string  `json:"writableRoots,omitempty"`
+	Protect       *[]string `json:"protect,omitempty"`
+	Network       Network   `json:"network,omitempty"`
+	Approval      Approval  `json:"approval,omitempty"`
+	// Fence asks toh-exec to serve each run's writable roots through the fence (see
+	// toh-exec --fence); nil means false.
+	Fence    *bool              `json:"fence,omitempty"`
+	Sessions map[string]Session `json:"sessions,omitempty"`
 }
 
 // Session is one agent session: an immutable working directory and a durable mode log.
@@ -277,6 +280,9 @@ type Execution struct {
 	PolicyFile string `json:"policyFile,omitempty"`
 	// Escalated is true when Mode came from an approved one-shot escalation.
 	Escalated bool `json:"escalated,omitempty"`
+	// Fence is the file's "fence" key: serve the run's writable roots through the
+	// fence so that its denials are recorded exactly (toh-exec --fence).
+	Fence bool `json:"fence,omitempty"`
 }
 
 // Request carries what the caller knows about one call; the caller (cmd) gathers it

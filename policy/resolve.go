@@ -109,6 +109,9 @@ func Resolve(f *File, req Request) (Execution, error) {
 	if f.Network != "" {
 		x.Network = f.Network
 	}
+	if f.Fence != nil {
+		x.Fence = *f.Fence
+	}
 	switch {
 	case sess != nil && sess.Approval != "":
 		x.Approval = sess.Approval
