@@ -50,8 +50,9 @@ func (b *bwrapProvider) Confine(argv []string, pol policy.Execution) (Confined, 
 	if pol.Network == policy.NetworkDeny {
 		network = policy.NetworkDeny
 	}
-	args, standIns := bwrapArgv(pol, argv, b.guarded)
+	args, standIns, fenced := bwrapArgv(pol, argv, b.guarded)
 	return Confined{
+		FencedRoots:        fenced,
 		Argv:               append([]string{b.path}, args...),
 		Backend:            BackendBwrap,
 		Enforcement:        EnforcementFull,

@@ -67,13 +67,21 @@ import (
 // stand-in, because their mere existence changes what git or the policy writers do;
 // bwrap cannot keep them from being created (the sandbox package doc lists this).
 func BwrapArgv(pol policy.Execution, argv []string) []string {
-	out, _ := bwrapArgv(pol, argv, nil)
+	out, _, _ := bwrapArgv(pol, argv, nil)
 	return out
 }
 
 // bwrapArgv is BwrapArgv with more files to keep read-only the same way as the policy
 // file (the probe cache), and the stand-ins Run must prepare (nil when none).
-func bwrapArgv(pol policy.Execution, argv []string, guarded []string) ([]string, *standInPlan) {
+//
+// With pol.Fence in workspace-write, every bound root is also returned as fenced: the
+// run must go through a fence stage that mounts the fence on each of them. The
+// protected paths inside fenced roots then get no rebind and no stand-in: the fence
+// denies them itself, with a record of each attempt, where a read-only rebind would
+// answer EROFS before the fence could see the operation. The policy file, its lock
+// and the guarded files keep their rebinds (SPEC §8: never writable, whatever serves
+// the root).
+func bwrapArgv(pol policy.Execution, argv []string, guarded []string) ([]string, *standInPlan, []string) {
 	out := []string{"--ro-bind", "/", "/", "--dev", "/dev", "--unshare-pid"}
 	if pol.Network == policy.NetworkDeny {
 		out = append(out, "--unshare-net")
@@ -92,6 +100,15 @@ func bwrapArgv(pol policy.Execution, argv []string, guarded []string) ([]string,
 			out = append(out, "--bind", r, r)
 		}
 		pps := pol.ProtectedPaths()
+		if pol.Fence {
+			kept := pps[:0]
+			for _, pp := range pps {
+				if pp.Reason == policy.ProtectPolicy || innermostRoot(pp.Path, bound) == "" {
+					kept = append(kept, pp)
+				}
+			}
+			pps = kept
+		}
 		for _, g := range guarded {
 			if _, err := os.Stat(g); err == nil {
 				pps = append(pps, policy.ProtectedPath{Path: g, Exists: true, Kind: policy.PathFile})
@@ -104,8 +121,16 @@ func bwrapArgv(pol policy.Execution, argv []string, guarded []string) ([]string,
 		}
 	}
 
+	var fenced []string
+	if pol.Fence && pol.Mode == policy.WorkspaceWrite {
+		for _, r := range pol.WritableRoots {
+			if r != "/tmp" {
+				fenced = append(fenced, r)
+			}
+		}
+	}
 	out = append(out, "--")
-	return append(out, argv...), plan
+	return append(out, argv...), plan, fenced
 }
 
 // standInPlan is what [Run] prepares around a bwrap spawn: every guarded path must

@@ -32,7 +32,12 @@ func (l *landlockProvider) Confine(argv []string, pol policy.Execution) (Confine
 	if pol.Network == policy.NetworkDeny {
 		network = policy.NetworkDeny
 	}
+	var fenced []string
+	if pol.Fence && pol.Mode == policy.WorkspaceWrite {
+		fenced = append(fenced, pol.WritableRoots...)
+	}
 	return Confined{
+		FencedRoots:        fenced,
 		Argv:               LandlockArgv(l.self, pol, argv),
 		Backend:            BackendLandlock,
 		Enforcement:        enf,

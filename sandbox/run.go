@@ -37,6 +37,13 @@ type Facts struct {
 	ExitCode int
 	// RunnerFailure is the matching runner-failure line, when RunnerFailed.
 	RunnerFailure string
+	// Fence is what the fence recorded when the run's writable roots were fenced
+	// (Confined.Stage); nil otherwise.
+	Fence *FenceFacts
+	// DeniedBy names the evidence Denied rests on, for fenced runs: "fence" (the
+	// run's own denial records) and "dialect" (the backend's stderr dialect, which
+	// still covers everything outside the fenced roots). Empty when Denied is false.
+	DeniedBy []string
 }
 
 // Status is the exit status toh-exec passes through: the child's code, or 128+signal.
@@ -68,6 +75,29 @@ func (f Facts) MarshalJSON() ([]byte, error) {
 	m["network"] = f.Network
 	if f.RunnerFailed {
 		m["runnerFailure"] = f.RunnerFailure
+	}
+	if f.Fence != nil {
+		// Which source each fact came from: denials from the fence alone, denied
+		// from the evidence named in deniedBy, everything else from the backend.
+		denials := f.Fence.Denials
+		if denials == nil {
+			denials = []Denial{}
+		}
+		by := f.DeniedBy
+		if by == nil {
+			by = []string{}
+		}
+		roots := f.Fence.Roots
+		if roots == nil {
+			roots = []string{}
+		}
+		m["denials"] = denials
+		m["deniedBy"] = by
+		fence := map[string]any{"roots": roots}
+		if f.Fence.Dropped > 0 {
+			fence["dropped"] = f.Fence.Dropped
+		}
+		m["fence"] = fence
 	}
 	if f.Signaled {
 		m["signal"] = f.Signal
@@ -140,8 +170,18 @@ func Run(c Confined, pol policy.Execution, dir string, env []string, stdio Stdio
 		defer s.release()
 	}
 	tail := &tailBuffer{max: TailBytes}
-	code, sig, err := spawn(c.Argv[0], c.Argv, dir, env, stdio, tail, true, sigs)
+	code, sig, err := spawn(c.Argv[0], c.Argv, dir, env, stdio, tail, true, sigs, c.Stage)
+	var stageFailure string
+	if c.Stage != nil {
+		// Collected whatever happened: a stage that failed before the exec has
+		// nothing recorded but still says why.
+		facts.Fence, stageFailure = c.Stage.Finished()
+	}
 	if err != nil {
+		var se *stageError
+		if errors.As(err, &se) {
+			return facts, &UnavailableError{Mode: pol.Mode, Cause: se.err}
+		}
 		if isRunnerSpawnError(err, c.Argv[0]) {
 			facts.RunnerFailed = true
 			facts.RunnerFailure = err.Error()
@@ -159,8 +199,22 @@ func Run(c Confined, pol policy.Execution, dir string, env []string, stdio Stdio
 	} else {
 		facts.ExitCode = code
 	}
+	if stageFailure != "" {
+		facts.RunnerFailed = true
+		facts.RunnerFailure = stageFailure
+		return facts, &UnavailableError{Mode: pol.Mode, RunnerFailure: stageFailure}
+	}
 	cl := Classify(c, exit, tail.Bytes())
 	facts.Denied = cl.Denied
+	if facts.Fence != nil {
+		if len(facts.Fence.Denials) > 0 || facts.Fence.Dropped > 0 {
+			facts.DeniedBy = append(facts.DeniedBy, "fence")
+		}
+		if cl.Denied {
+			facts.DeniedBy = append(facts.DeniedBy, "dialect")
+		}
+		facts.Denied = len(facts.DeniedBy) > 0
+	}
 	if cl.RunnerFailed {
 		facts.RunnerFailed = true
 		facts.RunnerFailure = cl.Detail
@@ -177,7 +231,7 @@ func RunUnconfined(mode policy.Mode, path string, argv []string, dir string, env
 	if err := checkDir(dir); err != nil {
 		return facts, &SpawnError{Argv0: argv[0], Err: err}
 	}
-	code, sig, err := spawn(path, argv, dir, env, stdio, nil, false, nil)
+	code, sig, err := spawn(path, argv, dir, env, stdio, nil, false, nil, nil)
 	if err != nil {
 		return facts, &SpawnError{Argv0: argv[0], Err: err}
 	}
@@ -225,10 +279,15 @@ var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, sys
 //
 // sigs, when not nil, is a channel the caller already registered for the forwarded
 // signals; spawn then forwards what it received before the start too.
-func spawn(path string, argv []string, dir string, env []string, stdio Stdio, tail *tailBuffer, newSession bool, sigs chan os.Signal) (code, sig int, err error) {
+func spawn(path string, argv []string, dir string, env []string, stdio Stdio, tail *tailBuffer, newSession bool, sigs chan os.Signal, stage Stage) (code, sig int, err error) {
 	cmd := &exec.Cmd{Path: path, Args: argv, Dir: dir, Env: env, Stdin: stdio.Stdin, Stdout: stdio.Stdout}
 	if newSession {
 		cmd.SysProcAttr = newSessionAttr()
+	}
+	if stage != nil {
+		if err := stage.Wrap(cmd); err != nil {
+			return 0, 0, &stageError{err}
+		}
 	}
 	cmd.Stderr = stdio.Stderr
 	if tail != nil {
@@ -240,7 +299,19 @@ func spawn(path string, argv []string, dir string, env []string, stdio Stdio, ta
 		defer signal.Stop(sigs)
 	}
 	if err := cmd.Start(); err != nil {
+		if stage != nil {
+			// The stage, not the runner, failed to start (a namespace the kernel
+			// refused, for example): the runner's ENOENT rule does not apply.
+			return 0, 0, &stageError{fmt.Errorf("starting the fence stage: %w", err)}
+		}
 		return 0, 0, err
+	}
+	if stage != nil {
+		if err := stage.Started(); err != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			return 0, 0, &stageError{err}
+		}
 	}
 	done := make(chan struct{})
 	go func() {
@@ -264,6 +335,12 @@ func spawn(path string, argv []string, dir string, env []string, stdio Stdio, ta
 	}
 	return ps.ExitCode(), 0, nil
 }
+
+// stageError is a Stage that failed before the command ran.
+type stageError struct{ err error }
+
+func (e *stageError) Error() string { return e.err.Error() }
+func (e *stageError) Unwrap() error { return e.err }
 
 // teeWriter retains everything in tail and forwards it to w; a failing w (a closed
 // terminal) must not stop the retention nor block the child.

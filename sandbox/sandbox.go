@@ -83,6 +83,8 @@
 package sandbox
 
 import (
+	"os/exec"
+
 	"github.com/toh-sandbox/toh/policy"
 )
 
@@ -122,9 +124,53 @@ type Confined struct {
 	// then not be told apart from a signal death, so they are never classified as a
 	// denial or a runner failure: a signal death never is (SPEC §4.3).
 	SignalAsStatus bool
+	// FencedRoots are the writable roots this argv expects to be served by the fence
+	// (pol.Fence in workspace-write): the backend left protecting paths inside them to
+	// the fence, so the argv must only ever run through a [Stage] that mounts a fence
+	// on each of them. Under bwrap "/tmp" is a private tmpfs and is never fenced.
+	FencedRoots []string
+	// Stage, when set, starts Argv through the caller's own process (toh-exec's fence
+	// stage); see [Stage].
+	Stage Stage
 	// standIns, when set, are the protected paths [Run] must lock, and create where
 	// missing, before the spawn, and clean up after it (bwrap only).
 	standIns *standInPlan
+}
+
+// Stage is a process of the caller's that [Run] starts in place of Argv and that
+// execs Argv once it is ready: toh-exec's fence stage, which mounts the fence on
+// the run's writable roots inside a mount namespace of the run's own first.
+type Stage interface {
+	// Wrap rewrites cmd before it starts: its program, arguments, namespaces and
+	// extra files. cmd.Args holds Argv when Wrap is called.
+	Wrap(cmd *exec.Cmd) error
+	// Started is called once the process started and returns when Argv may run
+	// (Stage execs it). An error means it must not: Run kills the process, and the
+	// run fails as SANDBOX_UNAVAILABLE with that cause.
+	Started() error
+	// Finished is called after the process was reaped. It returns what the fence
+	// recorded, and a non-empty failure when the stage could not exec Argv (a
+	// runner failure: the command never ran).
+	Finished() (fence *FenceFacts, failure string)
+}
+
+// FenceFacts are what the fence saw of one run (SPEC §5.1).
+type FenceFacts struct {
+	// Roots are the fenced writable roots.
+	Roots []string
+	// Denials are the run's refused mutations inside Roots, in the order they
+	// happened; only this run's, since the fence serves only its mount namespace.
+	Denials []Denial
+	// Dropped counts denials beyond the retained ones.
+	Dropped int
+}
+
+// Denial is one refused mutation, as the fence judged it.
+type Denial struct {
+	Op   string `json:"op"`
+	Path string `json:"path"` // the host path the mutation would have changed
+	Rule string `json:"rule"`
+	PID  uint32 `json:"pid"` // as the host's PID namespace sees it; 0 for the kernel
 }
 
 // RunnerFailureRules is the runner-failure half of a backend's dialect.

@@ -43,7 +43,7 @@ func newStandInTree(t *testing.T) *standInTree {
 
 func (s *standInTree) plan(t *testing.T) *standInPlan {
 	t.Helper()
-	_, plan := bwrapArgv(s.pol, []string{"true"}, nil)
+	_, plan, _ := bwrapArgv(s.pol, []string{"true"}, nil)
 	if plan == nil {
 		t.Fatal("no stand-in plan for a policy with protected paths")
 	}
