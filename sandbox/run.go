@@ -206,6 +206,11 @@ func Run(c Confined, pol policy.Execution, dir string, env []string, stdio Stdio
 	}
 	cl := Classify(c, exit, tail.Bytes())
 	facts.Denied = cl.Denied
+	if pol.Fence && facts.Fence == nil {
+		// Asked for, with nothing to fence (read-only has no writable roots): the
+		// result says so, and denied rests on the dialect alone.
+		facts.Fence = &FenceFacts{}
+	}
 	if facts.Fence != nil {
 		if len(facts.Fence.Denials) > 0 || facts.Fence.Dropped > 0 {
 			facts.DeniedBy = append(facts.DeniedBy, "fence")

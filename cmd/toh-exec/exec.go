@@ -11,9 +11,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/toh-sandbox/toh/internal/approval"
+	"github.com/toh-sandbox/toh/internal/fencerun"
 	"github.com/toh-sandbox/toh/policy"
 	"github.com/toh-sandbox/toh/sandbox"
 )
@@ -38,6 +40,8 @@ type execFlags struct {
 	jsonOut      bool
 	resultFD     int
 	verbose      bool
+	fence        bool
+	fenceSet     bool
 }
 
 func newExecFlagSet(f *execFlags) *flag.FlagSet {
@@ -66,7 +70,31 @@ func newExecFlagSet(f *execFlags) *flag.FlagSet {
 	fs.BoolVar(&f.jsonOut, "json", false, "")
 	fs.IntVar(&f.resultFD, "result-fd", -1, "")
 	fs.BoolVar(&f.verbose, "verbose", false, "")
+	fs.Var(boolSetFlag{&f.fence, &f.fenceSet}, "fence", "")
 	return fs
+}
+
+// boolSetFlag is a boolean flag that also remembers whether it was given, so that
+// --fence=false can override the policy file's "fence" key.
+type boolSetFlag struct {
+	v   *bool
+	set *bool
+}
+
+func (b boolSetFlag) IsBoolFlag() bool { return true }
+func (b boolSetFlag) String() string {
+	if b.v != nil && *b.v {
+		return "true"
+	}
+	return "false"
+}
+func (b boolSetFlag) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return errors.New("want true or false")
+	}
+	*b.v, *b.set = v, true
+	return nil
 }
 
 // report is what toh-exec emits through --json and --result-fd.
@@ -203,9 +231,23 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return out.unavailable(&sandbox.UnavailableError{Mode: pol.Mode, Cause: err})
 	}
+	if f.fenceSet {
+		pol.Fence = f.fence
+	}
 	conf, err := chain.Confine(context.Background(), argv, pol)
 	if err != nil {
 		return out.unavailable(err)
+	}
+	if pol.Fence && pol.Mode == policy.WorkspaceWrite && conf.FencedRoots == nil {
+		return out.unavailable(&sandbox.UnavailableError{Mode: pol.Mode,
+			Cause: fmt.Errorf("--fence: the %s backend cannot serve writable roots through the fence", conf.Backend)})
+	}
+	if len(conf.FencedRoots) > 0 {
+		stage, err := fencerun.New(self, pol, conf.FencedRoots)
+		if err != nil {
+			return out.unavailable(&sandbox.UnavailableError{Mode: pol.Mode, Cause: fmt.Errorf("--fence: %w", err)})
+		}
+		conf.Stage = stage
 	}
 	if f.verbose {
 		fmt.Fprintf(stderr, "toh-exec: %s\n", describe(conf, pol))
@@ -250,8 +292,15 @@ func describe(c sandbox.Confined, pol policy.Execution) string {
 	if len(pol.WritableRoots) > 0 {
 		roots = strings.Join(pol.WritableRoots, ", ")
 	}
-	return fmt.Sprintf("{%s; mode %s; enforcement %s; writable: %s; network %s}",
-		c.Backend, pol.Mode, c.Enforcement, roots, c.Network)
+	fenced := ""
+	if pol.Fence {
+		fenced = "; fenced: none"
+		if len(c.FencedRoots) > 0 {
+			fenced = "; fenced: " + strings.Join(c.FencedRoots, ", ")
+		}
+	}
+	return fmt.Sprintf("{%s; mode %s; enforcement %s; writable: %s%s; network %s}",
+		c.Backend, pol.Mode, c.Enforcement, roots, fenced, c.Network)
 }
 
 // lookCommand finds argv0 the way the confined exec will (the same PATH, the same

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/toh-sandbox/toh/internal/fencerun"
 	"github.com/toh-sandbox/toh/sandbox"
 )
 
@@ -28,6 +29,9 @@ const (
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == landlockStageArg {
 		os.Exit(sandbox.LandlockLauncherMain(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == fencerun.StageArg {
+		os.Exit(fencerun.StageMain(os.Args[2:]))
 	}
 	closeInheritedFDs()
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
@@ -106,6 +110,12 @@ Options:
                        {"result", "stdout", "stderr"} (or {"error"}) on stdout
   --result-fd N        write the result facts as one JSON line to file descriptor N
   --verbose            print the effective confinement on stderr before running
+  --fence[=true|false] serve the run's writable roots through the fence (Linux, FUSE)
+                       inside the run's own mount namespace: every mutation the policy
+                       refuses there is recorded, and the result (--json, --result-fd)
+                       carries "denials": [{op, path, rule, pid}], "deniedBy" (fence,
+                       dialect) and "fence": {roots}; also the policy key "fence": true.
+                       If the fence cannot be set up the command does not run (123)
   -h, --help           show this help
 
 toh-exec why answers whether a command confined under the same options could make

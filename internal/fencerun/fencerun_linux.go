@@ -1,0 +1,469 @@
+package fencerun
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/toh-sandbox/toh/fusefence"
+	"github.com/toh-sandbox/toh/policy"
+	"github.com/toh-sandbox/toh/sandbox"
+)
+
+// The stage and toh-exec talk over a SOCK_SEQPACKET pair, one message per step; the
+// first byte says which.
+const (
+	msgFD    = 'F' // stage: root index, with the /dev/fuse descriptor attached
+	msgAck   = 'A' // toh-exec: the fence for that descriptor answers
+	msgErr   = 'E' // stage: a failure before the exec, then it exits
+	msgReady = 'R' // stage: every root is fenced
+	msgGo    = 'G' // toh-exec: exec the runner
+	msgExec  = 'X' // stage: the exec of the runner failed
+)
+
+// stepTimeout bounds each step of the stage's setup as toh-exec waits for it.
+const stepTimeout = 30 * time.Second
+
+// Run is the fence of one toh-exec run; it implements [sandbox.Stage].
+type Run struct {
+	self  string
+	pol   policy.Execution
+	roots []string
+
+	conn  *net.UnixConn
+	child *os.File
+
+	// For a caller other than root: the fences are mounted by fusermount3 on
+	// mountpoints in the private directory tmp, one per root, before the stage
+	// starts; the stage binds them onto the roots.
+	tmp        string
+	hostMounts []string
+
+	mu      sync.Mutex
+	denials []sandbox.Denial
+	dropped int
+}
+
+var _ sandbox.Stage = (*Run)(nil)
+
+// New prepares the fence for a run confined by pol whose runner argv expects roots
+// to be fenced. self is the absolute path of the toh-exec binary.
+func New(self string, pol policy.Execution, roots []string) (*Run, error) {
+	if self == "" {
+		return nil, errors.New("the toh-exec binary is unknown")
+	}
+	rs := append([]string(nil), roots...)
+	// Outermost first: a root inside another is mounted through the outer fence.
+	sort.SliceStable(rs, func(i, j int) bool { return strings.Count(rs[i], "/") < strings.Count(rs[j], "/") })
+	return &Run{self: self, pol: pol, roots: rs}, nil
+}
+
+// Wrap turns cmd into the fence stage, in a new mount namespace (and a new user
+// namespace mapping only the caller's IDs, for a caller other than root), with the
+// runner's program and argv as the stage's arguments.
+func (r *Run) Wrap(cmd *exec.Cmd) error {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("fence: socketpair: %w", err)
+	}
+	parent := os.NewFile(uintptr(fds[0]), "fence-stage")
+	c, err := net.FileConn(parent)
+	parent.Close()
+	if err != nil {
+		unix.Close(fds[1])
+		return fmt.Errorf("fence: %w", err)
+	}
+	r.conn = c.(*net.UnixConn)
+	r.child = os.NewFile(uintptr(fds[1]), "fence-stage")
+
+	args := []string{r.self, StageArg, "--fd", strconv.Itoa(3 + len(cmd.ExtraFiles)), "--cwd", cmd.Dir, "--path", cmd.Path}
+	if os.Geteuid() != 0 {
+		if err := r.mountOnHost(); err != nil {
+			r.cleanup()
+			return err
+		}
+		for i, root := range r.roots {
+			args = append(args, "--bind", r.hostMounts[i], "--root", root)
+		}
+	} else {
+		for _, root := range r.roots {
+			args = append(args, "--root", root)
+		}
+	}
+	args = append(args, "--")
+	cmd.Args = append(args, cmd.Args...)
+	cmd.Path = r.self
+	cmd.ExtraFiles = append(cmd.ExtraFiles, r.child)
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	attr := cmd.SysProcAttr
+	attr.Cloneflags |= unix.CLONE_NEWNS
+	if uid := os.Geteuid(); uid != 0 {
+		gid := os.Getegid()
+		attr.Cloneflags |= unix.CLONE_NEWUSER
+		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
+		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
+		attr.GidMappingsEnableSetgroups = false
+		// The stage keeps the caller's ID inside the new user namespace (so the
+		// command's own ID stays what it was); an exec by a non-root ID clears the
+		// capabilities that come with a new namespace, so CAP_SYS_ADMIN, needed to
+		// mount, crosses the stage's exec as an ambient capability. The stage
+		// clears it again before it execs the runner.
+		attr.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN}
+	}
+	return nil
+}
+
+// Started serves each descriptor the stage mounts and lets the stage exec the
+// runner once every root is fenced.
+func (r *Run) Started() error {
+	r.child.Close()
+	r.child = nil
+	buf := make([]byte, 4096)
+	oob := make([]byte, unix.CmsgSpace(4))
+	src := staticPolicy{x: r.pol}
+	for {
+		r.conn.SetReadDeadline(time.Now().Add(stepTimeout))
+		n, oobn, _, _, err := r.conn.ReadMsgUnix(buf, oob)
+		if err != nil {
+			return fmt.Errorf("fence: waiting for the fence stage: %w", err)
+		}
+		if n == 0 {
+			return errors.New("fence: the fence stage exited before the command started")
+		}
+		switch buf[0] {
+		case msgErr:
+			return fmt.Errorf("fence: %s", buf[1:n])
+		case msgReady:
+			// The stage holds its own copies of the fences now; the host's
+			// mountpoints go before the command can run.
+			if err := r.detachHostMounts(); err != nil {
+				return fmt.Errorf("fence: %w", err)
+			}
+			if _, err := r.conn.Write([]byte{msgGo}); err != nil {
+				return fmt.Errorf("fence: %w", err)
+			}
+			return nil
+		case msgFD:
+			fd, err := receivedFD(oob[:oobn])
+			if err != nil {
+				return fmt.Errorf("fence: %w", err)
+			}
+			i, err := strconv.Atoi(string(buf[1:n]))
+			if err != nil || i < 0 || i >= len(r.roots) {
+				unix.Close(fd)
+				return fmt.Errorf("fence: the stage sent a bad root index %q", buf[1:n])
+			}
+			unix.CloseOnExec(fd)
+			root := r.roots[i]
+			if _, err := fusefence.Mount(fusefence.Config{
+				Source:     root,
+				Mountpoint: root,
+				Policy:     src,
+				DevFD:      fd,
+				OnDeny:     r.record,
+			}); err != nil {
+				unix.Close(fd)
+				return fmt.Errorf("fence: serving %s: %w", root, err)
+			}
+			if _, err := r.conn.Write([]byte{msgAck}); err != nil {
+				return fmt.Errorf("fence: %w", err)
+			}
+		default:
+			return fmt.Errorf("fence: unexpected message %q from the stage", buf[:n])
+		}
+	}
+}
+
+// Finished returns the run's denial records, and the stage's exec failure if the
+// runner never started.
+func (r *Run) Finished() (*sandbox.FenceFacts, string) {
+	if r.child != nil {
+		r.child.Close()
+	}
+	r.cleanup()
+	failure := ""
+	if r.conn != nil {
+		// The stage is gone: whatever it sent is already queued.
+		r.conn.SetReadDeadline(time.Now())
+		buf := make([]byte, 4096)
+		for {
+			n, err := r.conn.Read(buf)
+			if err != nil || n == 0 {
+				break
+			}
+			if buf[0] == msgExec {
+				failure = string(buf[1:n])
+			}
+		}
+		r.conn.Close()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return &sandbox.FenceFacts{
+		Roots:   append([]string{}, r.roots...),
+		Denials: append([]sandbox.Denial{}, r.denials...),
+		Dropped: r.dropped,
+	}, failure
+}
+
+// mountOnHost mounts one fence per root, through fusermount3 as toh-mount does for
+// such a caller, on mountpoints in a fresh directory only the caller can enter.
+//
+// Why not mount inside the stage's user namespace, as for root: a FUSE file system
+// mounted there can only show the IDs that namespace maps (the caller's own), and
+// the kernel refuses every write to an inode whose owner or group it cannot map
+// (HAS_UNMAPPED_ID), so a workspace directory of another group would be unwritable.
+// Mounted by fusermount3, the fence shows the host's IDs as they are. The price is
+// that the mounts exist in the host's namespace while the stage starts, in a 0700
+// directory; they are detached before the command runs.
+func (r *Run) mountOnHost() error {
+	base := os.Getenv("XDG_RUNTIME_DIR")
+	if fi, err := os.Stat(base); base == "" || err != nil || !fi.IsDir() {
+		base = ""
+	}
+	tmp, err := os.MkdirTemp(base, "toh-fence-")
+	if err != nil {
+		return fmt.Errorf("fence: %w", err)
+	}
+	r.tmp = tmp
+	src := staticPolicy{x: r.pol}
+	for i, root := range r.roots {
+		mp := fmt.Sprintf("%s/%d", tmp, i)
+		if err := os.Mkdir(mp, 0o700); err != nil {
+			return fmt.Errorf("fence: %w", err)
+		}
+		if _, err := fusefence.Mount(fusefence.Config{Source: root, Mountpoint: mp, Policy: src, OnDeny: r.record}); err != nil {
+			return fmt.Errorf("fence: serving %s: %w", root, err)
+		}
+		r.hostMounts = append(r.hostMounts, mp)
+	}
+	return nil
+}
+
+// detachHostMounts lazily unmounts the host's copies of the fences; the run's
+// namespace keeps its own, so the fences go on serving it.
+func (r *Run) detachHostMounts() error {
+	for len(r.hostMounts) > 0 {
+		mp := r.hostMounts[len(r.hostMounts)-1]
+		if err := fusefence.Unmount(mp, true); err != nil {
+			return err
+		}
+		r.hostMounts = r.hostMounts[:len(r.hostMounts)-1]
+		os.Remove(mp)
+	}
+	return nil
+}
+
+// cleanup removes what mountOnHost left, whatever happened.
+func (r *Run) cleanup() {
+	if r.tmp == "" {
+		return
+	}
+	_ = r.detachHostMounts()
+	os.RemoveAll(r.tmp)
+	r.tmp = ""
+}
+
+// record keeps one denial; it runs inside the denied FUSE request.
+func (r *Run) record(ev fusefence.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.denials) >= MaxDenials {
+		r.dropped++
+		return
+	}
+	r.denials = append(r.denials, sandbox.Denial{Op: ev.Op, Path: ev.HostPath, Rule: ev.Rule, PID: ev.PID})
+}
+
+// staticPolicy is the run's policy, fixed for its lifetime like the runner's.
+type staticPolicy struct{ x policy.Execution }
+
+func (s staticPolicy) Current() (policy.Execution, uint64, error) { return s.x, 1, nil }
+
+func receivedFD(oob []byte) (int, error) {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return -1, err
+	}
+	var fds []int
+	for _, m := range msgs {
+		got, err := unix.ParseUnixRights(&m)
+		if err != nil {
+			continue
+		}
+		fds = append(fds, got...)
+	}
+	if len(fds) != 1 {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		return -1, fmt.Errorf("the stage sent %d descriptors, want 1", len(fds))
+	}
+	return fds[0], nil
+}
+
+// StageMain is "toh-exec __fence-stage": it runs in the run's new mount namespace,
+// mounts a FUSE file system on each root and hands its descriptor to toh-exec, then
+// execs the runner. It never returns when the exec succeeds.
+func StageMain(args []string) int {
+	var (
+		fd    = -1
+		cwd   string
+		path  string
+		roots []string
+		binds = map[int]string{}
+	)
+	for len(args) > 0 && args[0] != "--" {
+		if len(args) < 2 {
+			fmt.Fprintf(os.Stderr, "toh-exec %s: missing value for %s\n", StageArg, args[0])
+			return 125
+		}
+		switch args[0] {
+		case "--fd":
+			fd, _ = strconv.Atoi(args[1])
+		case "--cwd":
+			cwd = args[1]
+		case "--path":
+			path = args[1]
+		case "--root":
+			roots = append(roots, args[1])
+		case "--bind":
+			binds[len(roots)] = args[1]
+		default:
+			fmt.Fprintf(os.Stderr, "toh-exec %s: unknown option %s\n", StageArg, args[0])
+			return 125
+		}
+		args = args[2:]
+	}
+	if fd < 3 || len(args) < 2 || path == "" || cwd == "" {
+		fmt.Fprintf(os.Stderr, "toh-exec %s: internal stage of toh-exec --fence; not for direct use\n", StageArg)
+		return 125
+	}
+	argv := args[1:]
+	unix.CloseOnExec(fd)
+	s := stage{fd: fd}
+	if err := s.setup(cwd, roots, binds); err != nil {
+		s.send(msgErr, err.Error(), -1)
+		return 125
+	}
+	if s.send(msgReady, "", -1) != nil || s.wait(msgGo) != nil {
+		return 125
+	}
+	// No capability the stage was given for mounting may reach the runner.
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		s.send(msgExec, fmt.Sprintf("toh-exec: fence stage: clearing ambient capabilities: %v", err), -1)
+		return 125
+	}
+	err := unix.Exec(path, argv, os.Environ())
+	s.send(msgExec, fmt.Sprintf("toh-exec: fence stage: exec %s: %v", path, err), -1)
+	return 127
+}
+
+type stage struct{ fd int }
+
+func (s stage) setup(cwd string, roots []string, binds map[int]string) error {
+	// Nothing mounted here may reach the host: the new namespace starts with the
+	// host's propagation (often shared).
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("making the run's mounts private: %w", err)
+	}
+	if len(binds) > 0 {
+		return s.bindAll(cwd, roots, binds)
+	}
+	uid, gid := os.Getuid(), os.Getgid()
+	for i, root := range roots {
+		var st unix.Stat_t
+		if err := unix.Stat(root, &st); err != nil {
+			return fmt.Errorf("writable root %s: %w", root, err)
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			return fmt.Errorf("writable root %s: not a directory", root)
+		}
+		dev, err := unix.Open("/dev/fuse", unix.O_RDWR|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("opening /dev/fuse: %w (the fence needs FUSE: load the fuse module and give this user read-write access to /dev/fuse, as distributions do with mode 0666)", err)
+		}
+		data := fmt.Sprintf("fd=%d,rootmode=%o,user_id=%d,group_id=%d,default_permissions", dev, st.Mode&unix.S_IFMT, uid, gid)
+		if err := unix.Mount("toh", root, "fuse.toh", unix.MS_NOSUID|unix.MS_NODEV, data); err != nil {
+			unix.Close(dev)
+			return fmt.Errorf("mounting the fence on %s: %w", root, err)
+		}
+		err = s.send(msgFD, strconv.Itoa(i), dev)
+		unix.Close(dev)
+		if err != nil {
+			return err
+		}
+		if err := s.wait(msgAck); err != nil {
+			return err
+		}
+	}
+	// The inherited working directory is the one underneath a fenced root; enter
+	// it again by name, through the fence.
+	if err := unix.Chdir(cwd); err != nil {
+		return fmt.Errorf("entering the working directory %s: %w", cwd, err)
+	}
+	return nil
+}
+
+// bindAll binds the fences toh-exec mounted on the host onto the roots. Each
+// mountpoint is opened before any bind: once an outer root is fenced, a mountpoint
+// spelled through it would be reached through that fence instead.
+func (s stage) bindAll(cwd string, roots []string, binds map[int]string) error {
+	fds := make([]int, len(roots))
+	for i := range roots {
+		src, ok := binds[i]
+		if !ok {
+			return fmt.Errorf("no fence for %s", roots[i])
+		}
+		fd, err := unix.Open(src, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("opening the fence for %s: %w", roots[i], err)
+		}
+		defer unix.Close(fd)
+		fds[i] = fd
+	}
+	for i, root := range roots {
+		if err := unix.Mount(fmt.Sprintf("/proc/self/fd/%d", fds[i]), root, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("binding the fence onto %s: %w", root, err)
+		}
+	}
+	if err := unix.Chdir(cwd); err != nil {
+		return fmt.Errorf("entering the working directory %s: %w", cwd, err)
+	}
+	return nil
+}
+
+func (s stage) send(kind byte, text string, fd int) error {
+	var oob []byte
+	if fd >= 0 {
+		oob = unix.UnixRights(fd)
+	}
+	if err := unix.Sendmsg(s.fd, append([]byte{kind}, text...), oob, nil, 0); err != nil {
+		return fmt.Errorf("talking to toh-exec: %w", err)
+	}
+	return nil
+}
+
+func (s stage) wait(kind byte) error {
+	buf := make([]byte, 16)
+	n, err := unix.Read(s.fd, buf)
+	if err != nil {
+		return fmt.Errorf("waiting for toh-exec: %w", err)
+	}
+	if n == 0 || buf[0] != kind {
+		return errors.New("toh-exec went away")
+	}
+	return nil
+}
