@@ -73,7 +73,7 @@ if [ "$(id -u)" = 0 ]; then
 	for pkg in "${pkgs[@]}"; do
 		name=$(basename "$pkg")
 		wrap=() require=bwrap,landlock
-		case $pkg in ./fusefence | ./cmd/toh-mount) wrap=(with_user_fuse) require=bwrap,landlock,fuse ;; esac
+		case $pkg in ./fusefence | ./cmd/toh-mount | ./cmd/toh-exec) wrap=(with_user_fuse) require=bwrap,landlock,fuse ;; esac
 		log "  $pkg"
 		# Each package's tests run from a copy of its directory the user owns, so
 		# testdata/ is readable and nothing is written into the checkout.
@@ -83,6 +83,15 @@ if [ "$(id -u)" = 0 ]; then
 		(cd "$work" && "${wrap[@]}" runuser -u "$user" -- env -i PATH=/usr/bin:/bin HOME="$home" \
 			TOH_EXEC_BIN="$TOH_EXEC_BIN" TOH_MOUNT_BIN="$bindir/toh-mount" TOH_TEST_REQUIRE=$require \
 			"$bindir/$name.test" -test.count=1)
+		if [ "$pkg" = ./cmd/toh-exec ]; then
+			# And once where this user cannot open /dev/fuse (the machine's own,
+			# root-only node): a fenced run must refuse to start. Skips, saying so,
+			# on a machine whose /dev/fuse is open to everyone.
+			log "  $pkg without /dev/fuse access"
+			(cd "$work" && runuser -u "$user" -- env -i PATH=/usr/bin:/bin HOME="$home" \
+				TOH_EXEC_BIN="$TOH_EXEC_BIN" TOH_TEST_REQUIRE=bwrap \
+				"$bindir/$name.test" -test.count=1 -test.run 'TestFenceFailsClosedWithoutFUSE' -test.v)
+		fi
 		rm -rf "$work"
 	done
 fi
