@@ -23,3 +23,5 @@ func cacheKey(files []string) string {
 	}
 	return b.String()
 }
+
+func readCacheFile(path string) ([]byte, error) { return os.ReadFile(path) }
