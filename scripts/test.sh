@@ -36,6 +36,8 @@ bindir=$(mktemp -d /tmp/toh-test-bin.XXXXXX)
 chmod 755 "$bindir"
 trap 'rm -rf "$bindir"' EXIT
 go build -o "$bindir/toh-exec" ./cmd/toh-exec
+# toh-exec --fence runs the toh-mount installed beside it.
+go build -o "$bindir/toh-mount" ./cmd/toh-mount
 export TOH_EXEC_BIN="$bindir/toh-exec"
 
 log "go test -race ./... (as $(id -un))"
@@ -52,7 +54,6 @@ if [ "$(id -u)" = 0 ]; then
 		name=$(basename "$pkg")
 		go test -c -race -o "$bindir/$name.test" "$pkg"
 	done
-	go build -o "$bindir/toh-mount" ./cmd/toh-mount
 
 	# FUSE as a distribution sets it up. This machine's /dev/fuse is root-only
 	# (0600) where Debian makes it 0666, so the fence packages run in a private

@@ -42,6 +42,12 @@ func TestMain(m *testing.M) {
 			fmt.Fprintf(os.Stderr, "building toh-exec: %v\n%s", err, out)
 			os.Exit(1)
 		}
+		// toh-exec --fence runs the toh-mount beside it.
+		out, err = exec.Command("go", "build", "-o", filepath.Join(dir, "toh-mount"), "../toh-mount").CombinedOutput()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "building toh-mount: %v\n%s", err, out)
+			os.Exit(1)
+		}
 		code := m.Run()
 		os.RemoveAll(dir)
 		os.Exit(code)

@@ -404,3 +404,71 @@ g submodule add -q `+sub+` lib; g commit -q -m sub`)
 		t.Errorf("want denied by the fence: %+v", e.Result)
 	}
 }
+
+// The fence host sits between toh-exec and the runner: the command's status and its
+// death by a signal still pass through unchanged.
+func TestFenceStatusAndSignalPassThrough(t *testing.T) {
+	for _, runner := range runners(t) {
+		t.Run(runner, func(t *testing.T) {
+			s := newFenceScratch(t)
+			for script, want := range map[string]int{"exit 7": 7, "exit 0": 0, "kill -TERM $$": 128 + 15} {
+				r := toh(t, s.ws, nil, "--policy", s.noPolicy, "--runner", runner, "--mode", "workspace-write",
+					"--probe-cache", s.cache, "--fence", "-c", script)
+				if r.code != want {
+					t.Errorf("%q: exit %d, want %d (stderr %q)", script, r.code, want, r.stderr)
+				}
+			}
+		})
+	}
+}
+
+// The fence is served by the toh-mount beside toh-exec; without it a fenced run does
+// not start, and says what is missing.
+func TestFenceWithoutTohMountDoesNotRun(t *testing.T) {
+	testutil.RequireBwrap(t)
+	s := &fenceScratch{scratch: newScratch(t)}
+	s.cache = filepath.Join(s.beside, "cache.json")
+	lone := filepath.Join(s.beside, "bin", "toh-exec")
+	if err := os.MkdirAll(filepath.Dir(lone), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(tohExec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(lone, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(s.ws, "ran")
+	cmd := exec.Command(lone, "--policy", s.noPolicy, "--runner", "bwrap", "--mode", "workspace-write",
+		"--probe-cache", s.cache, "--fence", "-c", "echo ran > "+marker)
+	cmd.Dir = s.ws
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitUnavailable {
+		t.Fatalf("want exit %d, got %v: %s", exitUnavailable, err, out)
+	}
+	if !strings.Contains(string(out), "toh-mount") {
+		t.Errorf("the message does not name toh-mount: %s", out)
+	}
+	absent(t, marker)
+}
+
+// A hostile command cannot take the fence away: unmounting it (to reach the
+// directory underneath) fails, and the refused write is still refused and recorded.
+func TestFenceCannotBeUnmountedFromInside(t *testing.T) {
+	for _, runner := range runners(t) {
+		t.Run(runner, func(t *testing.T) {
+			s := newFenceScratch(t)
+			hook := filepath.Join(s.ws, ".git/hooks/post-merge")
+			e, r := s.run(t, runner, `umount -l "$PWD" 2>/dev/null; umount "$PWD" 2>/dev/null; umount -l /proc/self/cwd 2>/dev/null
+cd "$PWD"; echo x > .git/hooks/post-merge 2>/dev/null; grep -c fuse.toh /proc/self/mountinfo; exit 0`, "--fence")
+			if e.Result == nil || e.Result.Denials == nil {
+				t.Fatalf("no result: %s %s", r.stdout, r.stderr)
+			}
+			absent(t, hook)
+			if !hasDenial(*e.Result.Denials, "create", hook, "protected") {
+				t.Errorf("the write after the unmount attempts was not refused by the fence: %+v (stdout %q)", *e.Result.Denials, e.Stdout)
+			}
+		})
+	}
+}

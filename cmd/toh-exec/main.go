@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 
-	"github.com/toh-sandbox/toh/internal/fencerun"
 	"github.com/toh-sandbox/toh/sandbox"
 )
 
@@ -29,9 +28,6 @@ const (
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == landlockStageArg {
 		os.Exit(sandbox.LandlockLauncherMain(os.Args[2:]))
-	}
-	if len(os.Args) > 1 && os.Args[1] == fencerun.StageArg {
-		os.Exit(fencerun.StageMain(os.Args[2:]))
 	}
 	closeInheritedFDs()
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))

@@ -11,6 +11,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/toh-sandbox/toh/internal/fencerun"
+	"github.com/toh-sandbox/toh/internal/fencerun/fencehost"
 )
 
 // Exit codes of toh-mount itself.
@@ -23,6 +26,15 @@ const (
 )
 
 func main() {
+	if len(os.Args) > 1 {
+		// The two internal roles toh-mount plays for toh-exec --fence.
+		switch os.Args[1] {
+		case fencerun.HostArg:
+			os.Exit(fencehost.HostMain(os.Args[2:]))
+		case fencerun.StageArg:
+			os.Exit(fencehost.StageMain(os.Args[2:]))
+		}
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

@@ -5,22 +5,28 @@
 //
 // # How a fenced run is built
 //
-// toh-exec starts a stage of its own binary ("toh-exec __fence-stage") in a new mount
+// The fence is served by toh-mount, installed beside toh-exec: toh-exec starts
+// "toh-mount __fence-run" (package fencehost) in place of the runner argv and reads
+// its report from a pipe, so toh-exec itself never links go-fuse and a run without
+// --fence costs exactly what it did. The host starts a stage of its own binary
+// ("toh-mount __fence-stage") in a new mount
 // namespace (and, for a user other than root, a new user namespace that maps only
 // that user). The stage makes every mount private, so nothing it mounts is seen by
 // the host or propagates back, and then, for each fenced root, outermost first:
 // opens /dev/fuse, mounts a FUSE file system on the root with that descriptor, and
-// passes the descriptor to toh-exec over a socket. toh-exec serves each descriptor
-// with a [fusefence] fence whose source is the root itself: toh-exec stays in the
-// host's mount namespace, where the root is the real directory, so the fence never
-// loops through its own mount. Once every fence answers, the stage changes to the
+// passes the descriptor to the host over a socket. The host serves each descriptor
+// with a fusefence fence whose source is the root itself: the host stays in the
+// machine's mount namespace, where the root is the real directory, so the fence
+// never loops through its own mount. Once every fence answers, the stage changes to the
 // working directory again (through the fence: the directory it inherited is the one
 // underneath) and execs the runner argv (bwrap, or the Landlock launcher). The runner
 // confines the command as usual and sees the fenced roots where the roots are.
 //
 // The fence judges every mutation in the fenced roots by the same compiled policy
-// the runner got, denies with EACCES, and hands each denial to this package in the
-// FUSE request itself, before the caller sees the error. The records are therefore
+// the runner got (passed to the host as JSON), denies with EACCES, and records each
+// denial in the FUSE request itself, before the caller sees the error; the host
+// forwards signals to the stage, passes its exit status (or its death by signal)
+// through, and writes the records as its last line. The records are therefore
 // complete for the run (up to [MaxDenials]; the rest are counted) and belong to it
 // alone: the mounts exist only in the run's namespace, and only its processes can
 // reach them. PIDs are as the host sees them.
@@ -40,18 +46,19 @@
 //   - Fail closed: if the stage cannot create its namespaces, open /dev/fuse, mount, or
 //     a fence cannot start, the command does not run (SANDBOX_UNAVAILABLE with the
 //     cause). A failure to exec the runner after the fences are up is a runner failure.
-//   - Lifetime: the mounts live as long as the run's mount namespace. When toh-exec
+//   - Lifetime: the mounts live as long as the run's mount namespace. When the host
 //     exits, its descriptors close and any leftover process of the run that still
 //     reaches a fenced root gets ENOTCONN, never the unfenced directory.
 //   - The policy is the run's, fixed at the start like the runner's; a policy change
 //     during the run applies to the next run.
 //
-// Only Linux has the fence; elsewhere [New] fails and a fenced run does not start.
+// Only Linux has the fence; elsewhere [New] fails and a fenced run does not start;
+// so does a run whose toh-mount is missing.
 package fencerun
 
 // MaxDenials bounds the records one run keeps; beyond it denials are only counted,
-// so a command that provokes millions of denials cannot exhaust toh-exec's memory.
+// so a command that provokes millions of denials cannot exhaust the host's memory.
 const MaxDenials = 1000
 
-// StageArg is the first argument that makes toh-exec run as the fence stage.
+// StageArg is the first argument that makes toh-mount run as the fence stage.
 const StageArg = "__fence-stage"

@@ -1,4 +1,8 @@
-package fencerun
+// Package fencehost is the toh-mount side of toh-exec --fence: the host that serves
+// one run's fences ("toh-mount __fence-run") and the stage that mounts them in the
+// run's own mount namespace ("toh-mount __fence-stage"). The design and its
+// decisions are in package fencerun's documentation.
+package fencehost
 
 import (
 	"errors"
@@ -16,25 +20,27 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/toh-sandbox/toh/fusefence"
+	"github.com/toh-sandbox/toh/internal/fencerun"
 	"github.com/toh-sandbox/toh/policy"
 	"github.com/toh-sandbox/toh/sandbox"
 )
 
-// The stage and toh-exec talk over a SOCK_SEQPACKET pair, one message per step; the
+// The stage and the host talk over a SOCK_SEQPACKET pair, one message per step; the
 // first byte says which.
 const (
 	msgFD    = 'F' // stage: root index, with the /dev/fuse descriptor attached
-	msgAck   = 'A' // toh-exec: the fence for that descriptor answers
+	msgAck   = 'A' // host: the fence for that descriptor answers
 	msgErr   = 'E' // stage: a failure before the exec, then it exits
 	msgReady = 'R' // stage: every root is fenced
-	msgGo    = 'G' // toh-exec: exec the runner
+	msgGo    = 'G' // host: exec the runner
 	msgExec  = 'X' // stage: the exec of the runner failed
 )
 
-// stepTimeout bounds each step of the stage's setup as toh-exec waits for it.
+// stepTimeout bounds each step of the stage's setup as the host waits for it.
 const stepTimeout = 30 * time.Second
 
-// Run is the fence of one toh-exec run; it implements [sandbox.Stage].
+// Run is the fence of one toh-exec run: it turns the runner's command into the
+// stage, serves what the stage mounts, and collects the denials.
 type Run struct {
 	self  string
 	pol   policy.Execution
@@ -54,13 +60,11 @@ type Run struct {
 	dropped int
 }
 
-var _ sandbox.Stage = (*Run)(nil)
-
 // New prepares the fence for a run confined by pol whose runner argv expects roots
-// to be fenced. self is the absolute path of the toh-exec binary.
+// to be fenced. self is the absolute path of the toh-mount binary (the stage).
 func New(self string, pol policy.Execution, roots []string) (*Run, error) {
 	if self == "" {
-		return nil, errors.New("the toh-exec binary is unknown")
+		return nil, errors.New("the toh-mount binary is unknown")
 	}
 	rs := append([]string(nil), roots...)
 	// Outermost first: a root inside another is mounted through the outer fence.
@@ -86,7 +90,7 @@ func (r *Run) Wrap(cmd *exec.Cmd) error {
 	r.conn = c.(*net.UnixConn)
 	r.child = os.NewFile(uintptr(fds[1]), "fence-stage")
 
-	args := []string{r.self, StageArg, "--fd", strconv.Itoa(3 + len(cmd.ExtraFiles)), "--cwd", cmd.Dir, "--path", cmd.Path}
+	args := []string{r.self, fencerun.StageArg, "--fd", strconv.Itoa(3 + len(cmd.ExtraFiles)), "--cwd", cmd.Dir, "--path", cmd.Path}
 	if os.Geteuid() != 0 {
 		if err := r.mountOnHost(); err != nil {
 			r.cleanup()
@@ -280,7 +284,7 @@ func (r *Run) cleanup() {
 func (r *Run) record(ev fusefence.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(r.denials) >= MaxDenials {
+	if len(r.denials) >= fencerun.MaxDenials {
 		r.dropped++
 		return
 	}
@@ -314,8 +318,8 @@ func receivedFD(oob []byte) (int, error) {
 	return fds[0], nil
 }
 
-// StageMain is "toh-exec __fence-stage": it runs in the run's new mount namespace,
-// mounts a FUSE file system on each root and hands its descriptor to toh-exec, then
+// StageMain is "toh-mount __fence-stage": it runs in the run's new mount namespace,
+// mounts a FUSE file system on each root and hands its descriptor to the host, then
 // execs the runner. It never returns when the exec succeeds.
 func StageMain(args []string) int {
 	var (
@@ -327,7 +331,7 @@ func StageMain(args []string) int {
 	)
 	for len(args) > 0 && args[0] != "--" {
 		if len(args) < 2 {
-			fmt.Fprintf(os.Stderr, "toh-exec %s: missing value for %s\n", StageArg, args[0])
+			fmt.Fprintf(os.Stderr, "toh-mount %s: missing value for %s\n", fencerun.StageArg, args[0])
 			return 125
 		}
 		switch args[0] {
@@ -342,13 +346,13 @@ func StageMain(args []string) int {
 		case "--bind":
 			binds[len(roots)] = args[1]
 		default:
-			fmt.Fprintf(os.Stderr, "toh-exec %s: unknown option %s\n", StageArg, args[0])
+			fmt.Fprintf(os.Stderr, "toh-mount %s: unknown option %s\n", fencerun.StageArg, args[0])
 			return 125
 		}
 		args = args[2:]
 	}
 	if fd < 3 || len(args) < 2 || path == "" || cwd == "" {
-		fmt.Fprintf(os.Stderr, "toh-exec %s: internal stage of toh-exec --fence; not for direct use\n", StageArg)
+		fmt.Fprintf(os.Stderr, "toh-mount %s: internal stage of toh-exec --fence; not for direct use\n", fencerun.StageArg)
 		return 125
 	}
 	argv := args[1:]
@@ -363,11 +367,11 @@ func StageMain(args []string) int {
 	}
 	// No capability the stage was given for mounting may reach the runner.
 	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
-		s.send(msgExec, fmt.Sprintf("toh-exec: fence stage: clearing ambient capabilities: %v", err), -1)
+		s.send(msgExec, fmt.Sprintf("toh-mount: fence stage: clearing ambient capabilities: %v", err), -1)
 		return 125
 	}
 	err := unix.Exec(path, argv, os.Environ())
-	s.send(msgExec, fmt.Sprintf("toh-exec: fence stage: exec %s: %v", path, err), -1)
+	s.send(msgExec, fmt.Sprintf("toh-mount: fence stage: exec %s: %v", path, err), -1)
 	return 127
 }
 
@@ -417,7 +421,7 @@ func (s stage) setup(cwd string, roots []string, binds map[int]string) error {
 	return nil
 }
 
-// bindAll binds the fences toh-exec mounted on the host onto the roots. Each
+// bindAll binds the fences the host mounted on the host onto the roots. Each
 // mountpoint is opened before any bind: once an outer root is fenced, a mountpoint
 // spelled through it would be reached through that fence instead.
 func (s stage) bindAll(cwd string, roots []string, binds map[int]string) error {
@@ -451,7 +455,7 @@ func (s stage) send(kind byte, text string, fd int) error {
 		oob = unix.UnixRights(fd)
 	}
 	if err := unix.Sendmsg(s.fd, append([]byte{kind}, text...), oob, nil, 0); err != nil {
-		return fmt.Errorf("talking to toh-exec: %w", err)
+		return fmt.Errorf("talking to the fence host: %w", err)
 	}
 	return nil
 }
@@ -460,10 +464,10 @@ func (s stage) wait(kind byte) error {
 	buf := make([]byte, 16)
 	n, err := unix.Read(s.fd, buf)
 	if err != nil {
-		return fmt.Errorf("waiting for toh-exec: %w", err)
+		return fmt.Errorf("waiting for the fence host: %w", err)
 	}
 	if n == 0 || buf[0] != kind {
-		return errors.New("toh-exec went away")
+		return errors.New("the fence host went away")
 	}
 	return nil
 }

@@ -1,0 +1,142 @@
+package fencerun
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/toh-sandbox/toh/policy"
+	"github.com/toh-sandbox/toh/sandbox"
+)
+
+// HostArg is the first argument that makes toh-mount the fence host of one run.
+const HostArg = "__fence-run"
+
+// hostBinary is the program that serves the fence: toh-mount, installed beside
+// toh-exec. toh-exec does not link the fence itself, so that its runs without
+// --fence pay nothing for it (go-fuse's package initialization alone costs about
+// 0.3 ms per start on the development machine).
+const hostBinary = "toh-mount"
+
+// setupTimeout bounds how long toh-exec waits for the host to fence every root.
+const setupTimeout = 60 * time.Second
+
+// Report is the host's last line on the result descriptor: what the fence saw.
+type Report struct {
+	Roots   []string         `json:"roots"`
+	Denials []sandbox.Denial `json:"denials"`
+	Dropped int              `json:"dropped"`
+	// ExecFailure is set when the stage could not exec the runner (the command never
+	// ran): a runner failure.
+	ExecFailure string `json:"execFailure,omitempty"`
+}
+
+// Client is toh-exec's side of a fenced run; it implements [sandbox.Stage]: Run
+// starts the host (toh-mount __fence-run) in place of the runner argv, and the host
+// starts the stage, serves the fences, and execs nothing itself.
+type Client struct {
+	host  string
+	pol   policy.Execution
+	roots []string
+
+	r, w *os.File
+	br   *bufio.Reader
+}
+
+var _ sandbox.Stage = (*Client)(nil)
+
+// New prepares a fenced run confined by pol whose runner argv expects roots to be
+// fenced. self is the absolute path of the toh-exec binary; the host is the
+// toh-mount beside it (a fixed place: nothing in the environment chooses it).
+func New(self string, pol policy.Execution, roots []string) (*Client, error) {
+	if runtime.GOOS != "linux" {
+		return nil, errors.New("the fence needs Linux (FUSE in a mount namespace of the run)")
+	}
+	if self == "" {
+		return nil, errors.New("the toh-exec binary is unknown")
+	}
+	host := filepath.Join(filepath.Dir(self), hostBinary)
+	fi, err := os.Stat(host)
+	if err != nil || !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 {
+		if err == nil {
+			err = errors.New("not an executable file")
+		}
+		return nil, fmt.Errorf("the fence is served by %s, which must be installed beside toh-exec: %w", hostBinary, err)
+	}
+	return &Client{host: host, pol: pol, roots: append([]string(nil), roots...)}, nil
+}
+
+// Wrap makes cmd start the host with the runner's program and argv as arguments.
+func (c *Client) Wrap(cmd *exec.Cmd) error {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("fence: %w", err)
+	}
+	c.r, c.w, c.br = r, w, bufio.NewReader(r)
+	pol, err := json.Marshal(c.pol)
+	if err != nil {
+		return fmt.Errorf("fence: %w", err)
+	}
+	args := []string{c.host, HostArg, "--result-fd", strconv.Itoa(3 + len(cmd.ExtraFiles)),
+		"--policy-json", string(pol), "--cwd", cmd.Dir, "--path", cmd.Path}
+	for _, root := range c.roots {
+		args = append(args, "--root", root)
+	}
+	cmd.Args = append(append(args, "--"), cmd.Args...)
+	cmd.Path = c.host
+	cmd.ExtraFiles = append(cmd.ExtraFiles, w)
+	return nil
+}
+
+// Started waits until the host reports every root fenced, or why it cannot be.
+func (c *Client) Started() error {
+	c.w.Close()
+	c.w = nil
+	c.r.SetReadDeadline(time.Now().Add(setupTimeout))
+	line, err := c.br.ReadString('\n')
+	c.r.SetReadDeadline(time.Time{})
+	switch {
+	case err != nil:
+		return fmt.Errorf("fence: %s ended before the command started (%v)", hostBinary, err)
+	case line == "ready\n":
+		return nil
+	case strings.HasPrefix(line, "error "):
+		return fmt.Errorf("fence: %s", strings.TrimSpace(strings.TrimPrefix(line, "error ")))
+	}
+	return fmt.Errorf("fence: unexpected report from %s: %q", hostBinary, line)
+}
+
+// Finished reads the host's report. A host that ended without one (killed, or
+// crashed: its mounts then failed every operation with ENOTCONN) makes the run a
+// runner failure, since nothing can be said about what it refused.
+func (c *Client) Finished() (*sandbox.FenceFacts, string) {
+	if c.w != nil {
+		c.w.Close()
+	}
+	facts := &sandbox.FenceFacts{Roots: append([]string{}, c.roots...), Denials: []sandbox.Denial{}}
+	if c.r == nil {
+		return facts, ""
+	}
+	defer c.r.Close()
+	// The host has been reaped; its report, if any, is in the pipe already.
+	c.r.SetReadDeadline(time.Now().Add(time.Second))
+	rest, _ := io.ReadAll(c.br)
+	var rep Report
+	if err := json.Unmarshal(rest, &rep); err != nil {
+		return facts, fmt.Sprintf("toh-exec: fence: %s ended without reporting the run's denials", hostBinary)
+	}
+	if rep.Denials != nil {
+		facts.Denials = rep.Denials
+	}
+	facts.Dropped = rep.Dropped
+	return facts, rep.ExecFailure
+}

@@ -1,0 +1,136 @@
+package fencehost
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/toh-sandbox/toh/internal/fencerun"
+	"github.com/toh-sandbox/toh/policy"
+)
+
+// HostMain is "toh-mount __fence-run": it fences the roots, runs the runner argv
+// through the stage, and writes "ready" and then its [fencerun.Report] to the
+// result descriptor. It exits as the stage did: with its status, or by its signal.
+// Failures before the command ran are an "error" line and status 125.
+func HostMain(args []string) int {
+	var (
+		resultFD = -1
+		polJSON  string
+		cwd      string
+		path     string
+		roots    []string
+	)
+	for len(args) > 0 && args[0] != "--" {
+		if len(args) < 2 {
+			return usage("missing value for " + args[0])
+		}
+		switch args[0] {
+		case "--result-fd":
+			resultFD, _ = strconv.Atoi(args[1])
+		case "--policy-json":
+			polJSON = args[1]
+		case "--cwd":
+			cwd = args[1]
+		case "--path":
+			path = args[1]
+		case "--root":
+			roots = append(roots, args[1])
+		default:
+			return usage("unknown option " + args[0])
+		}
+		args = args[2:]
+	}
+	if resultFD < 3 || len(args) < 2 || path == "" || cwd == "" || len(roots) == 0 {
+		return usage("internal host of toh-exec --fence; not for direct use")
+	}
+	unix.CloseOnExec(resultFD)
+	out := os.NewFile(uintptr(resultFD), "fence-result")
+	fail := func(err error) int {
+		fmt.Fprintf(out, "error %s\n", oneLine(err.Error()))
+		return 125
+	}
+	var pol policy.Execution
+	if err := json.Unmarshal([]byte(polJSON), &pol); err != nil {
+		return fail(fmt.Errorf("the run's policy: %w", err))
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fail(fmt.Errorf("locating toh-mount: %w", err))
+	}
+	run, err := New(self, pol, roots)
+	if err != nil {
+		return fail(err)
+	}
+	cmd := &exec.Cmd{Path: path, Args: args[1:], Dir: cwd, Env: os.Environ(),
+		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
+	if err := run.Wrap(cmd); err != nil {
+		return fail(err)
+	}
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, forwarded...)
+	if err := cmd.Start(); err != nil {
+		run.Finished()
+		return fail(fmt.Errorf("starting the fence stage: %w", err))
+	}
+	if err := run.Started(); err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		run.Finished()
+		return fail(err)
+	}
+	fmt.Fprintf(out, "ready\n")
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case s := <-sigs:
+				_ = cmd.Process.Signal(s)
+			case <-done:
+				return
+			}
+		}
+	}()
+	_ = cmd.Wait()
+	close(done)
+	facts, failure := run.Finished()
+	rep := fencerun.Report{Roots: facts.Roots, Denials: facts.Denials, Dropped: facts.Dropped, ExecFailure: failure}
+	line, _ := json.Marshal(rep)
+	out.Write(append(line, '\n'))
+	out.Close()
+
+	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if ws.Signaled() {
+		// Die the same way, so toh-exec sees what the stage's child saw.
+		sig := ws.Signal()
+		signal.Reset(sig)
+		unix.Kill(os.Getpid(), sig)
+		time.Sleep(time.Second)
+		return 128 + int(sig)
+	}
+	return cmd.ProcessState.ExitCode()
+}
+
+var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
+
+func usage(msg string) int {
+	fmt.Fprintf(os.Stderr, "toh-mount %s: %s\n", fencerun.HostArg, msg)
+	return 125
+}
+
+func oneLine(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c == '\n' || c == '\r' {
+			b[i] = ' '
+		}
+	}
+	return string(b)
+}
