@@ -66,6 +66,19 @@ import (
 // Kind PathAbsent (commondir, config.worktree, the policy file and its lock) get no
 // stand-in, because their mere existence changes what git or the policy writers do;
 // bwrap cannot keep them from being created (the sandbox package doc lists this).
+//
+// A missing protected path below an existing non-directory ("secrets/key.pem" while
+// "secrets" is a regular file) cannot exist as long as that non-directory, its
+// blocker, stays where it is, and no stand-in can be made below a file. So it gets
+// no stand-in and no rebind; instead the blocker is pinned like the directories
+// above it (bound onto itself, writable): the command can still write the file, but
+// cannot remove, rename or replace it (EBUSY), and so cannot put a directory there
+// and create the protected path in it. The run works, and the path stays
+// uncreatable. This is stricter than the policy's own answer (policy.Execution.Decide
+// lets a command delete the file, and refuses only re-creating the name), because
+// bwrap cannot refuse a name once it is gone. Refusing the run instead (what earlier
+// versions did, by failing to prepare a stand-in) let any command that can write a
+// file at an ancestor of a protected path stop every later bwrap run of the tree.
 func BwrapArgv(pol policy.Execution, argv []string) []string {
 	out, _, _ := bwrapArgv(pol, argv, nil)
 	return out
@@ -148,6 +161,35 @@ type bwrapGuard struct {
 	// base is the deepest directory (root itself, or the git directory of a ".git/..."
 	// entry) that must already exist: a stand-in never creates a git directory.
 	base string
+	// blocker, for a missing path, is the existing non-directory strictly within root
+	// that keeps it from existing ("secrets" for "secrets/key.pem" when secrets is a
+	// regular file). Such a path gets no stand-in and no rebind: the blocker is pinned
+	// (bound onto itself, writable), so the command can write it but cannot remove,
+	// rename or replace it, and so can never make a directory of it.
+	blocker string
+}
+
+// nonDirAbove returns the existing non-directory strictly within root that lies
+// strictly above the missing path p, or "" when p's deepest existing ancestor is a
+// directory. p is canonical (as of ProtectedPaths), so its existing ancestors are no
+// symlinks; one that became a symlink since is left to [standIns.ensure] to refuse.
+func nonDirAbove(p, root string) string {
+	if !canon.LexicallyWithin(p, root) || p == root {
+		return ""
+	}
+	d := root
+	comps := strings.Split(relBelow(p, root), "/")
+	for _, c := range comps[:len(comps)-1] {
+		d = path.Join(d, c)
+		fi, err := os.Lstat(d)
+		switch {
+		case err != nil || fi.Mode()&os.ModeSymlink != 0:
+			return ""
+		case !fi.IsDir():
+			return d
+		}
+	}
+	return ""
 }
 
 // bwrapGuards selects the protected paths bwrap must act on: those within a bound
@@ -158,10 +200,16 @@ func bwrapGuards(pps []policy.ProtectedPath, bound []string) []bwrapGuard {
 	seen := map[string]bool{}
 	for _, pp := range pps {
 		root := innermostRoot(pp.Path, bound)
-		if root == "" || seen[pp.Path] || (!pp.Exists && pp.Kind == policy.PathAbsent) {
+		if root == "" || seen[pp.Path] {
 			continue
 		}
 		g := bwrapGuard{path: pp.Path, root: root, exists: pp.Exists, kind: pp.Kind, base: root}
+		if !pp.Exists {
+			g.blocker = nonDirAbove(pp.Path, root)
+		}
+		if !pp.Exists && pp.Kind == policy.PathAbsent && g.blocker == "" {
+			continue
+		}
 		if pp.GitDir != "" {
 			if !canon.LexicallyWithin(pp.GitDir, root) {
 				// The root lies inside the git directory; a missing path there has no
@@ -186,7 +234,11 @@ func bwrapGuards(pps []policy.ProtectedPath, bound []string) []bwrapGuard {
 func bwrapGuardOptions(guards []bwrapGuard, bound []string) []string {
 	pinSet := map[string]bool{}
 	for _, g := range guards {
-		for d := path.Dir(g.path); d != "/" && d != "."; d = path.Dir(d) {
+		start := path.Dir(g.path)
+		if g.blocker != "" {
+			start = g.blocker
+		}
+		for d := start; d != "/" && d != "."; d = path.Dir(d) {
 			if strictlyWithinAny(d, bound) {
 				pinSet[d] = true
 			}
@@ -203,9 +255,22 @@ func bwrapGuardOptions(guards []bwrapGuard, bound []string) []string {
 		out = append(out, "--bind", d, d)
 	}
 	for _, g := range guards {
-		out = append(out, "--ro-bind", g.path, g.path)
+		if g.blocker == "" {
+			out = append(out, "--ro-bind", g.path, g.path)
+		}
 	}
 	return out
+}
+
+// relBelow is p relative to root, which contains it ("." for root itself).
+func relBelow(p, root string) string {
+	switch {
+	case p == root:
+		return "."
+	case root == "/":
+		return p[1:]
+	}
+	return strings.TrimPrefix(p, root+"/")
 }
 
 // pathLess orders paths by depth, then by spelling.

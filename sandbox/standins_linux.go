@@ -20,6 +20,10 @@ package sandbox
 // still empty, so the tree is as it was. A directory created on the way that the run
 // filled with files is the run's own content: it stays, and loses its mark.
 //
+// A missing protected path below an existing non-directory gets no stand-in (none
+// can be made below a file): bwrap pins that non-directory instead, and prepare only
+// checks that it is still there and still no directory (see [BwrapArgv]).
+//
 // Alternatives considered and rejected: letting bwrap create the mountpoints (it
 // follows symlinks, and toh could not tell its creations from the user's, so nothing
 // could be cleaned up exactly); a mountpoint that exists only inside the sandbox (a
@@ -136,6 +140,12 @@ func (s *standIns) ensure(g bwrapGuard) error {
 		baseDepth = strings.Count(baseRel, "/") + 1
 	}
 	comps := strings.Split(rel, "/")
+	if g.blocker != "" {
+		// Nothing is created: the blocker is checked to be as bwrapGuards found it,
+		// and its directory held, like the directory of an existing path.
+		comps = strings.Split(relBelow(g.blocker, g.root), "/")
+		baseDepth = len(comps)
+	}
 	dir := g.root
 	for i, name := range comps {
 		last := i == len(comps)-1
@@ -152,10 +162,15 @@ func (s *standIns) ensure(g bwrapGuard) error {
 			if err := checkExisting(p, &st, last); err != nil {
 				return err
 			}
+			if last && g.blocker != "" && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+				return fmt.Errorf("protected path %q: %q, which kept it from existing, became a directory", g.path, p)
+			}
 		case errors.Is(err, unix.ENOENT) && creatable:
 			if err := s.create(hd.fd, p, name, !last || g.kind == policy.PathDir, last); err != nil {
 				return err
 			}
+		case errors.Is(err, unix.ENOENT) && g.blocker != "":
+			return fmt.Errorf("protected path %q: %q, which kept it from existing, no longer exists", g.path, p)
 		case errors.Is(err, unix.ENOENT):
 			return fmt.Errorf("protected path %q: %q no longer exists, and toh never creates a git directory", g.path, p)
 		default:
@@ -396,15 +411,4 @@ func flockWithin(fd, how int, d time.Duration, interrupted func() bool) error {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-}
-
-// relBelow is p relative to root, which contains it ("." for root itself).
-func relBelow(p, root string) string {
-	switch {
-	case p == root:
-		return "."
-	case root == "/":
-		return p[1:]
-	}
-	return strings.TrimPrefix(p, root+"/")
 }

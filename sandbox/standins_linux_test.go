@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -252,6 +253,62 @@ func TestStandInsRefuseChangedTrees(t *testing.T) {
 			t.Error("a refused prepare left a stand-in")
 		}
 	})
+}
+
+// A protected path below an existing non-directory (bug 4) gets neither a stand-in
+// nor a rebind: its blocker is pinned with a writable self-bind, and prepare only
+// checks that the blocker is still the non-directory it was.
+func TestStandInsBelowAFile(t *testing.T) {
+	s := newStandInTree(t)
+	secrets := filepath.Join(s.ws, "secrets")
+	testutil.MakeTree(t, s.dir, "file ws/secrets top secret")
+	argv, plan, _ := bwrapArgv(s.pol, []string{"true"}, nil)
+	if i := slices.Index(argv, secrets); i < 1 || argv[i-1] != "--bind" || argv[i+1] != secrets {
+		t.Errorf("the file above the protected path is not pinned: %q", argv)
+	}
+	for i, a := range argv {
+		if strings.HasPrefix(a, secrets+"/") || a == secrets && argv[i-1] == "--ro-bind" {
+			t.Errorf("argv rebinds the blocked path or the file itself: %q", argv)
+		}
+	}
+	before := listing(t, s.dir)
+	st, err := plan.prepare(nil)
+	if err != nil {
+		t.Fatalf("prepare: %v", err)
+	}
+	st.release()
+	// .git/hooks was missing and got a stand-in; that is all prepare changed, and it
+	// is gone again.
+	if after := listing(t, s.dir); after != before {
+		t.Errorf("tree changed:\n--- before\n%s\n--- after\n%s", before, after)
+	}
+
+	// The blocker replaced by a directory before the spawn: refused, nothing made.
+	if err := os.Remove(secrets); err != nil {
+		t.Fatal(err)
+	}
+	mustMkdirAll(t, secrets)
+	before = listing(t, s.dir)
+	if _, err := plan.prepare(nil); err == nil || !strings.Contains(err.Error(), "became a directory") {
+		t.Errorf("prepare accepted a blocker that became a directory: %v", err)
+	}
+	if after := listing(t, s.dir); after != before {
+		t.Errorf("a refused prepare changed the tree:\n%s", after)
+	}
+	// ... or removed.
+	if err := os.Remove(secrets); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := plan.prepare(nil); err == nil || !strings.Contains(err.Error(), "no longer exists") {
+		t.Errorf("prepare accepted a vanished blocker: %v", err)
+	}
+}
+
+func mustMkdirAll(t *testing.T, p string) {
+	t.Helper()
+	if err := os.MkdirAll(p, 0o755); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // Against real bwrap through Run: a command cannot create what is protected and

@@ -470,3 +470,99 @@ echo evil > .git/hooks/pre-commit; echo evil > secrets/key.pem; mkdir .git/hooks
 	tohJSON(t, s.ws, s.env, append(base, "-c", "true")...)
 	sameTree(t, "the run after a SIGKILLed one", before, treeState(t, s.ws))
 }
+
+// protectScratch is a scratch whose runs use a workspace-write policy file beside the
+// workspace with the given protect list, under bwrap.
+type protectScratch struct {
+	*scratch
+	base []string
+}
+
+func newProtectScratch(t *testing.T, protect string) *protectScratch {
+	t.Helper()
+	testutil.RequireBwrap(t)
+	s := newScratch(t)
+	return &protectScratch{scratch: s, base: s.policyArgs(t, protect)}
+}
+
+// policyArgs writes a workspace-write policy file with the protect list (a JSON
+// array) and returns the options that run under it with bwrap.
+func (s *scratch) policyArgs(t *testing.T, protect string) []string {
+	t.Helper()
+	f, err := os.CreateTemp(s.beside, "policy-*.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := fmt.Fprintf(f, `{"version": 1, "mode": "workspace-write", "protect": %s}`, protect); err != nil {
+		t.Fatal(err)
+	}
+	return []string{"--policy", f.Name(), "--runner", "bwrap", "--probe-cache", filepath.Join(s.beside, "cache.json")}
+}
+
+func (s *protectScratch) run(t *testing.T, script string, args ...string) envelope {
+	t.Helper()
+	e, r := tohJSON(t, s.ws, nil, append(append(slices.Clone(s.base), "-c", script, "sh"), args...)...)
+	if e.Result == nil {
+		t.Fatalf("no result: %d %+v %q", r.code, e.Error, r.stderr)
+	}
+	return e
+}
+
+// TestProtectEntryBelowAFile (bug 4): protect lists "secrets/key.pem" while
+// "secrets" is a regular file. Runs work (they used to fail with 124 because no
+// stand-in can be made below a file); the file stays writable, but it cannot be
+// removed, renamed or replaced during a run, so no directory "secrets" can be made
+// and "secrets/key.pem" can never be created. Without the entry the same attacks
+// land (positive control).
+func TestProtectEntryBelowAFile(t *testing.T) {
+	s := newProtectScratch(t, `["secrets/key.pem"]`)
+	secrets := filepath.Join(s.ws, "secrets")
+	if err := os.WriteFile(secrets, []byte("top secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	// Positive: an ordinary run works, writes land, and the file itself stays writable.
+	e := s.run(t, `echo ok > own && echo more >> secrets`)
+	if *e.Result.ExitCode != 0 {
+		t.Fatalf("a run with a protect entry below a file failed: %+v %q", e.Result, *e.Stderr)
+	}
+	present(t, filepath.Join(s.ws, "own"), "ok\n")
+	present(t, secrets, "top secret\nmore\n")
+	os.Remove(filepath.Join(s.ws, "own"))
+
+	attacks := []string{
+		`rm secrets && mkdir secrets && echo evil > secrets/key.pem`,
+		`mv secrets s2 && mkdir secrets && echo evil > secrets/key.pem`,
+		`mkdir -p d && echo evil > d/key.pem && ln -sfn d secrets`,
+		`mkdir -p d && echo evil > d/key.pem && mv -T d secrets`,
+	}
+	for _, attack := range attacks {
+		refused(t, attack, s.run(t, attack))
+		present(t, secrets, "top secret\nmore\n")
+		absent(t, filepath.Join(s.ws, "s2"))
+		os.RemoveAll(filepath.Join(s.ws, "d"))
+	}
+	noStandIns(t, s.ws)
+	s.checkCanary(t)
+
+	// Positive control: without the entry the first attacks land, so the refusals
+	// above are the protection's.
+	open := &protectScratch{scratch: s.scratch, base: s.policyArgs(t, `[]`)}
+	for _, attack := range attacks[:3] {
+		if e := open.run(t, attack); *e.Result.ExitCode != 0 {
+			t.Fatalf("%s: failed without protection: %+v %q", attack, e.Result, *e.Stderr)
+		}
+		fi, err := os.Stat(secrets)
+		if err != nil || !fi.IsDir() {
+			t.Fatalf("%s: secrets is not a directory without protection: %v", attack, err)
+		}
+		present(t, filepath.Join(secrets, "key.pem"), "evil\n")
+		for _, p := range []string{secrets, filepath.Join(s.ws, "s2"), filepath.Join(s.ws, "d")} {
+			os.RemoveAll(p)
+		}
+		if err := os.WriteFile(secrets, []byte("top secret\nmore\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
