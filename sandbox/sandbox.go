@@ -71,6 +71,16 @@
 // it. A rung is also only as strong as the weakest run over the same tree at the same
 // time: a concurrent Landlock or danger-full-access run can write protected paths.
 //
+// # Fenced runs
+//
+// With pol.Fence in workspace-write, a provider reports in Confined.FencedRoots the
+// roots its argv expects to be served by the fence (bwrap: every bound root, not the
+// private /tmp; Landlock: every writable root), and bwrap leaves the protected paths
+// inside them to the fence, so that each refused attempt is recorded rather than
+// answered EROFS unseen. Such an argv must only run through a [Stage] that fences
+// those roots (toh-exec's internal/fencerun); [Run] then attaches the records to the
+// facts and derives Denied from them plus the dialect (DeniedBy says which).
+//
 // # Platform support
 //
 // Linux: bwrap, then Landlock. macOS: Seatbelt (sandbox-exec) only. Anything else: no
