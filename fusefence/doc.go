@@ -19,16 +19,24 @@
 //
 // The kernel resolves a FUSE symlink itself, so a symlink whose text leads out of
 // the mount would let a write land on the host without ever reaching the fence. A
-// host symlink is therefore shown as a symlink only when its text is relative,
-// climbs ("..") only at its start and no higher than the mount root, sits in a
-// directory reached without host symlinks, and has one link; such links only climb
-// to a real ancestor and then descend, so no chain of them leaves the mount (this
-// keeps in-tree relative links, as git checks them out, intact). Every other
-// symlink (absolute, or climbing out) is shown as what it leads to, so operations
-// beneath or through it come to the fence, which judges them where they really
-// land; one that leads nowhere is not shown, and creating at its name creates at
-// its target if the policy allows that target. Its name itself (unlink, rename) is
-// still the link's.
+// host symlink that sits in a directory reached without host symlinks and has one
+// link is therefore shown as a symlink with a text that climbs ("..") only at its
+// start and no higher than the mount root: its own text when that text is such
+// (this keeps in-tree relative links, as git checks them out, intact), else, when
+// it leads to an existing entry inside SOURCE (an absolute link into the tree, a
+// relative one that climbs out and back), the relative text from its directory to
+// that entry's canonical path. Such links only climb to a real ancestor and then
+// descend, so no chain of them leaves the mount, and no directory of SOURCE
+// appears under a second name. Every other symlink (leading out of SOURCE, or
+// reached through a link, or hard-linked) is shown as what it leads to, so
+// operations beneath or through it come to the fence, which judges them where
+// they really land; one that leads nowhere is not shown, and creating at its name
+// creates at its target if the policy allows that target. Its name itself is
+// still the link's: unlink, rename, and rmdir of one shown as a directory remove
+// or move the link, judged by the link's own path, never what it leads to. A
+// directory shown under a name below itself (a link out whose directory leads back
+// to it, a bind mount of an ancestor) answers ELOOP there, as the kernel does for
+// such an alias.
 //
 // # How a mutation is decided and performed
 //
@@ -177,9 +185,14 @@
 //     (directories have no host descriptor; go-fuse issue 55).
 //   - xattrs of a symlink itself cannot be changed (EOPNOTSUPP), for want of a call
 //     that does so through a descriptor before Linux 6.13.
-//   - Directory aliases: an escaping symlink shown as a directory that is also
-//     mirrored under its own name is the same inode to the kernel, which moves the
-//     one dentry between the two names as they are used.
+//   - Directory aliases: a symlink shown as the directory it leads to (one out of
+//     SOURCE, reached twice, or leading back into SOURCE from outside) is the same
+//     inode to the kernel under each name, which moves the one dentry between the
+//     names as they are used. rm -r of such a name descends into what it leads to
+//     (each removal judged where it lands) before its rmdir removes the link.
+//   - A shown link that was hard-linked through the mount answers readlink with EIO
+//     until the kernel looks its names up again (the fence asks for that right
+//     after the link request): with two names it is shown as what it leads to.
 //   - Creating at the name of a hidden escaping link that leads nowhere creates its
 //     target (where the policy allows it), as open(2) with O_CREAT does on the host;
 //     with O_EXCL it fails with EEXIST, also as on the host.

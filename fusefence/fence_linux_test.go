@@ -48,8 +48,9 @@ func TestSymlinkPresentation(t *testing.T) {
 		got[en.Name()] = en.Type().String()
 	}
 	for name, typ := range map[string]string{
-		"out": "d---------", "up": "d---------", "inabs": "d---------", // shown as what they lead to
+		"out": "d---------", "up": "d---------", // shown as what they lead to
 		"outcanary": "----------", "rl": "L---------", // rl stays in the mount
+		"inabs": "L---------", // into the tree: a link with a relative text
 	} {
 		if got[name] != typ {
 			t.Errorf("readdir: %s is %q, want %q", name, got[name], typ)
@@ -72,6 +73,12 @@ func TestSymlinkPresentation(t *testing.T) {
 	}
 	if l, err := os.Readlink(e.m("rl")); err != nil || l != "d" {
 		t.Errorf("readlink rl: %q, %v", l, err)
+	}
+	if l, err := os.Readlink(e.m("inabs")); err != nil || l != "d" {
+		t.Errorf("readlink inabs (-> $BASE/src/d): %q, %v; want the relative text \"d\"", l, err)
+	}
+	if fi, err := os.Lstat(e.m("inabs")); err != nil || fi.Size() != 1 {
+		t.Errorf("lstat inabs: %v, %v; want the size of the text shown", fi, err)
 	}
 }
 

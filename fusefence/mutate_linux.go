@@ -143,6 +143,13 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 		return nil, toErrno(err)
 	}
 	gd.touched()
+	if src.isSymlink() {
+		// A symlink with two names is shown as what it leads to (see linkText): have
+		// the kernel look both names up again rather than keep a link whose text
+		// Readlink now refuses.
+		go n.f.invalidate(src.rel())
+		n.notifyEntryLater(name)
+	}
 	return n.newEntry(ctx, dDir, dBase, out)
 }
 
@@ -160,6 +167,11 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 
 // remove unlinks one name. Removing a strict ancestor of a protected path is
 // allowed: rmdir needs it empty, and a non-directory holds nothing.
+//
+// The name is judged as itself (formEntry), never what it leads to. A host symlink
+// the mirror shows as the directory it leads to (see linkText) gets RMDIR from the
+// kernel: the link itself is removed, as rm(1) removes a link on the host, and
+// whatever it leads to stays untouched.
 func (n *node) remove(ctx context.Context, op, name string, flags int) syscall.Errno {
 	s := n.f.acquire()
 	defer s.release()
@@ -172,6 +184,12 @@ func (n *node) remove(ctx context.Context, op, name string, flags int) syscall.E
 		return errno
 	}
 	defer unix.Close(dirFd)
+	if flags&unix.AT_REMOVEDIR != 0 {
+		var st unix.Stat_t
+		if err := unix.Fstatat(dirFd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			flags &^= unix.AT_REMOVEDIR
+		}
+	}
 	if err := unix.Unlinkat(dirFd, base, flags); err != nil {
 		return toErrno(err)
 	}

@@ -2,6 +2,9 @@ package fusefence
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -23,8 +26,37 @@ type node struct {
 	io nodeIO
 }
 
-// rel is the node's mount-relative path ("" for the root).
-func (n *node) rel() string { return n.Path(n.f.root.EmbeddedInode()) }
+// rel is the node's mount-relative path ("" for the root), found by walking its
+// parents (a directory has one in go-fuse: the name it was last looked up by).
+// Lookup keeps directories from becoming their own ancestors (see [node.Lookup]);
+// should a chain still fail to reach the root (a node removed from the tree, or a
+// cycle that two racing lookups closed), the walk stops after maxTreeDepth steps
+// and the path names a directory that does not exist, so requests on the node fail
+// with ENOENT instead of looping (go-fuse's Inode.Path would allocate forever).
+func (n *node) rel() string {
+	root := n.f.root.EmbeddedInode()
+	var segs []string
+	p := n.EmbeddedInode()
+	for p != root {
+		name, parent := p.Parent()
+		if parent == nil || len(segs) >= maxTreeDepth {
+			segs = append(segs, unreachable, fmt.Sprintf(".toh-unreachable-%d", rand.Uint64()))
+			break
+		}
+		segs = append(segs, name)
+		p = parent
+	}
+	slices.Reverse(segs)
+	return strings.Join(segs, "/")
+}
+
+// maxTreeDepth bounds a walk up the node tree: deeper than any path the kernel can
+// send (PATH_MAX is 4096 bytes, two per level at least).
+const maxTreeDepth = 4096
+
+// unreachable is the last component of the path of a node whose chain of parents
+// does not reach the root; with the random name before it, no host path matches.
+const unreachable = "deleted"
 
 func childRel(parent, name string) string {
 	if parent == "" {
@@ -42,57 +74,136 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	if errno != 0 {
 		return nil, errno
 	}
+	id := n.f.stable(&st, gen)
+	if id.Mode == unix.S_IFDIR && n.hasAncestor(id.Ino) {
+		// A directory shown under a name below itself (an escaping link to an
+		// ancestor, a bind mount of one): go-fuse gives a directory one parent, so
+		// linking it here would make its chain of parents a cycle. The kernel
+		// refuses such an alias with ELOOP too.
+		return nil, syscall.ELOOP
+	}
 	out.Attr.FromStat(sysStat(&st))
-	return n.NewInode(ctx, &node{f: n.f}, n.f.stable(&st, gen)), 0
+	return n.NewInode(ctx, &node{f: n.f}, id), 0
 }
 
-// present returns what the mirror shows at rel: the host entry itself, or, for a
-// symlink the kernel could follow out of the mount (see exposable), what it leads
-// to. Such a symlink that leads nowhere is not shown at all (ENOENT); creating at
-// its name goes through the fence and lands where it points, if allowed.
+// hasAncestor reports whether the node with inode number ino is n or one of its
+// ancestors; a chain longer than maxTreeDepth counts as one (it is a cycle).
+func (n *node) hasAncestor(ino uint64) bool {
+	p := n.EmbeddedInode()
+	for range maxTreeDepth {
+		if p == nil {
+			return false
+		}
+		if p.StableAttr().Ino == ino {
+			return true
+		}
+		_, p = p.Parent()
+	}
+	return true
+}
+
+// present returns what the mirror shows at rel: the host entry itself; for a
+// symlink, the link with the text linkText gives it (its size that text's
+// length), or, when it has none, what the link leads to. A link shown as its
+// target that leads nowhere is not shown at all (ENOENT); creating at its name
+// goes through the fence and lands where it points, if allowed.
 func (f *fence) present(rel string) (st unix.Stat_t, gen uint64, errno syscall.Errno) {
 	host := f.host(rel)
 	gen, err := statx(host, unix.AT_SYMLINK_NOFOLLOW, &st)
 	if err != nil {
 		return st, 0, toErrno(err)
 	}
-	if st.Mode&unix.S_IFMT == unix.S_IFLNK && !f.exposable(rel, &st) {
-		if gen, err = statx(host, 0, &st); err != nil {
+	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		if text, ok := f.linkText(rel, &st); ok {
+			st.Size = int64(len(text))
+		} else if gen, err = statx(host, 0, &st); err != nil {
 			return st, 0, syscall.ENOENT
 		}
 	}
 	return st, gen, 0
 }
 
-// exposable reports whether the host symlink at rel may be shown as a symlink. The
-// kernel resolves a FUSE symlink itself, so a target that leaves the mount would
-// let writes land outside without ever reaching the fence. A link is shown only if
-// its text is relative, climbs ("..") only at its start and no higher than the
-// mount root, and its directory is reached without symlinks on the host (so the
-// mount and the host agree on what the ".." mean); and it has a single link (a
-// hard-linked symlink sits at several depths at once). Every exposed link only
-// ever climbs to a real ancestor and then descends, so no chain of them can leave
-// the mount. Other links are shown as what they lead to.
-func (f *fence) exposable(rel string, st *unix.Stat_t) bool {
+// linkText returns the text the mirror shows for the host symlink at rel (st is
+// its lstat), or false when the link must be shown as what it leads to. The
+// kernel resolves a FUSE symlink itself, so a text that leaves the mount would let
+// writes land outside without ever reaching the fence. A link is shown only when
+// its directory is reached without symlinks on the host (so the mount and the host
+// agree on what ".." means there) and it has a single link (a hard-linked symlink
+// sits at several depths at once); then:
+//
+//   - a text that climbs ("..") only at its start and no higher than the mount
+//     root (SafeLinkText) is shown as it is;
+//   - any other text (absolute, or climbing out and back) that leads to an
+//     existing entry inside SOURCE is shown as the relative text from the link's
+//     directory to that entry's canonical path, which SafeLinkText accepts too: the
+//     link stays a link (unlink removes it, rm -r does not descend into it) and no
+//     directory appears under a second name.
+//
+// Every shown link only ever climbs to a real ancestor and then descends, so no
+// chain of them can leave the mount.
+func (f *fence) linkText(rel string, st *unix.Stat_t) (string, bool) {
 	if st.Nlink != 1 {
-		return false
+		return "", false
+	}
+	dir := parentRel(rel)
+	if dir != "" && canon.Canonical(f.host(dir)) != f.host(dir) {
+		return "", false
 	}
 	text, err := readlink(f.host(rel))
 	if err != nil {
-		return false
+		return "", false
 	}
-	dir := ""
+	if SafeLinkText(text, depthOf(dir)) {
+		return text, true
+	}
+	var tst unix.Stat_t
+	if unix.Stat(f.host(rel), &tst) != nil {
+		return "", false
+	}
+	target := canon.Canonical(f.host(rel))
+	if !canon.LexicallyWithin(target, f.source) {
+		return "", false
+	}
+	to := relTo(target, f.source)
+	if to == "." {
+		to = ""
+	}
+	text = relativeLink(dir, to)
+	return text, SafeLinkText(text, depthOf(dir))
+}
+
+// parentRel is the mount-relative directory of rel ("" for the root).
+func parentRel(rel string) string {
 	if i := strings.LastIndexByte(rel, '/'); i >= 0 {
-		dir = rel[:i]
+		return rel[:i]
 	}
-	depth := 0
+	return ""
+}
+
+// relativeLink is the symlink text that, in the mount-relative directory dir,
+// leads to the mount-relative path to ("" is the root): up to their common
+// ancestor, then down.
+func relativeLink(dir, to string) string {
+	var d, t []string
 	if dir != "" {
-		depth = strings.Count(dir, "/") + 1
+		d = strings.Split(dir, "/")
 	}
-	if !SafeLinkText(text, depth) {
-		return false
+	if to != "" {
+		t = strings.Split(to, "/")
 	}
-	return dir == "" || canon.Canonical(f.host(dir)) == f.host(dir)
+	i := 0
+	for i < len(d) && i < len(t) && d[i] == t[i] {
+		i++
+	}
+	var parts []string
+	for range d[i:] {
+		parts = append(parts, "..")
+	}
+	parts = append(parts, t[i:]...)
+	if len(parts) == 0 {
+		return "."
+	}
+	return strings.Join(parts, "/")
 }
 
 func readlink(path string) (string, error) {
@@ -117,8 +228,12 @@ func (n *node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 	var st unix.Stat_t
 	host := n.f.host(n.rel())
 	err := unix.Lstat(host, &st)
-	if err == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK && !n.isSymlink() {
-		err = unix.Stat(host, &st) // an escaping symlink shown as its target
+	if err == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		if !n.isSymlink() {
+			err = unix.Stat(host, &st) // an escaping symlink shown as its target
+		} else if text, ok := n.f.linkText(n.rel(), &st); ok {
+			st.Size = int64(len(text))
+		}
 	}
 	if err != nil {
 		return toErrno(err)
@@ -129,22 +244,22 @@ func (n *node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 
 var _ = (fs.NodeReadlinker)((*node)(nil))
 
-// Readlink rechecks that the link may be exposed: it may have been renamed to a
-// depth where its text would leave the mount. Such a link fails with EIO until the
-// kernel looks its name up again (at most the entry timeout) and gets it shown as
-// its target.
+// Readlink computes the shown text again (linkText): the link may have been renamed
+// to a depth where its text would leave the mount, or its target may have moved.
+// A link that may no longer be shown fails with EIO until the kernel looks its name
+// up again (at most the entry timeout) and gets it shown as its target.
 func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 	rel := n.rel()
 	var st unix.Stat_t
 	if err := unix.Lstat(n.f.host(rel), &st); err != nil {
 		return nil, toErrno(err)
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFLNK || !n.f.exposable(rel, &st) {
+	if st.Mode&unix.S_IFMT != unix.S_IFLNK {
 		return nil, syscall.EIO
 	}
-	text, err := readlink(n.f.host(rel))
-	if err != nil {
-		return nil, toErrno(err)
+	text, ok := n.f.linkText(rel, &st)
+	if !ok {
+		return nil, syscall.EIO
 	}
 	return []byte(text), 0
 }

@@ -208,20 +208,6 @@ func genScenario(seed int64) whyScenario {
 	return s
 }
 
-// fenceCycle names the tree lines that together make the fence run out of memory
-// (knownFenceUnsafe), or "" when the tree has no such pair.
-func (s whyScenario) fenceCycle() string {
-	if !slices.Contains(s.lines, "link ws/a/up -> ..") {
-		return ""
-	}
-	for _, l := range []string{"link ws/inabs -> $B/ws/a", "link outside/back -> $B/ws/a"} {
-		if slices.Contains(s.lines, l) {
-			return fmt.Sprintf("%q and %q", "link ws/a/up -> ..", l)
-		}
-	}
-	return ""
-}
-
 func (s whyScenario) policyJSON(base string) string {
 	b, err := json.Marshal(s.doc)
 	if err != nil {
