@@ -34,7 +34,12 @@ const (
 // Pointers are followed here without the checks of [verifiedWorktree]: what this
 // finds is only ever made read-only, never writable, so a planted pointer can at most
 // make more paths read-only.
-func gitDirsOf(r string) (dirs []string, pointer string) {
+//
+// links are the symbolic links that lead to those directories: r/.git when it is
+// one, and the links that the text of a .git file or of a commondir passes through.
+// Retargeting any of them would make git use another directory, so their own names
+// are protected like the pointer file (see [linksOn]).
+func gitDirsOf(r string) (dirs []string, pointer string, links []string) {
 	var queue []string
 	if looksLikeGitDir(r) {
 		queue = append(queue, r)
@@ -46,11 +51,16 @@ func gitDirsOf(r string) (dirs []string, pointer string) {
 			queue = append(queue, dotgit)
 		case fi.Mode().IsRegular():
 			pointer = dotgit
-			if g, ok := readGitPointer(dotgit); ok && isDir(g) {
-				queue = append(queue, g)
+			if sp, ok := gitPointerSpelling(dotgit); ok {
+				links = append(links, linksOn(sp)...)
+				if g := canon.Canonical(sp); isDir(g) {
+					queue = append(queue, g)
+				}
 			}
 		case fi.Mode()&os.ModeSymlink != 0:
-			// A .git symlink to a git directory: protect the directory it leads to.
+			// A .git symlink to a git directory: protect the directory it leads to,
+			// and the link itself.
+			links = append(links, linksOn(dotgit)...)
 			if g := canon.Canonical(dotgit); isDir(g) {
 				queue = append(queue, g)
 			}
@@ -66,15 +76,18 @@ func gitDirsOf(r string) (dirs []string, pointer string) {
 		}
 		seen[d] = true
 		dirs = append(dirs, d)
-		if c, ok := readCommonDir(d); ok && isDir(c) {
-			queue = append(queue, c)
+		if sp, ok := commonDirSpelling(d); ok {
+			links = append(links, linksOn(sp)...)
+			if c := canon.Canonical(sp); isDir(c) {
+				queue = append(queue, c)
+			}
 		}
 		for _, w := range subdirs(d + "/worktrees") {
 			queue = append(queue, w)
 		}
 		queue = append(queue, moduleGitDirs(d+"/modules", 0, &reads)...)
 	}
-	return dirs, pointer
+	return dirs, pointer, links
 }
 
 // moduleGitDirs walks a modules/ directory: submodule names may contain slashes, so a
@@ -130,6 +143,16 @@ func looksLikeGitDir(d string) bool {
 // trailing white space dropped, a relative path taken relative to the file's
 // directory. The result is canonical.
 func readGitPointer(file string) (string, bool) {
+	sp, ok := gitPointerSpelling(file)
+	if !ok {
+		return "", false
+	}
+	return canon.Canonical(sp), true
+}
+
+// gitPointerSpelling is readGitPointer before canonicalization: the absolute
+// spelling git will resolve.
+func gitPointerSpelling(file string) (string, bool) {
 	b, ok := readSmall(file)
 	if !ok {
 		return "", false
@@ -139,12 +162,21 @@ func readGitPointer(file string) (string, bool) {
 	if !found || p == "" {
 		return "", false
 	}
-	return resolveFrom(path.Dir(file), p), true
+	return spellFrom(path.Dir(file), p), true
 }
 
 // readCommonDir reads <d>/commondir the way git does: trailing CR and LF dropped, a
 // relative path taken relative to d. The result is canonical.
 func readCommonDir(d string) (string, bool) {
+	sp, ok := commonDirSpelling(d)
+	if !ok {
+		return "", false
+	}
+	return canon.Canonical(sp), true
+}
+
+// commonDirSpelling is readCommonDir before canonicalization.
+func commonDirSpelling(d string) (string, bool) {
 	b, ok := readSmall(d + "/commondir")
 	if !ok {
 		return "", false
@@ -153,7 +185,7 @@ func readCommonDir(d string) (string, bool) {
 	if p == "" {
 		return "", false
 	}
-	return resolveFrom(d, p), true
+	return spellFrom(d, p), true
 }
 
 // readBackPointer reads <g>/gitdir, which git writes into a linked worktree's
@@ -174,10 +206,67 @@ func readBackPointer(g string) (string, bool) {
 // resolveFrom is the canonical spelling of p taken relative to dir. dir is canonical;
 // joining by string and canonicalizing keeps ".." physical, as git's realpath does.
 func resolveFrom(dir, p string) string {
+	return canon.Canonical(spellFrom(dir, p))
+}
+
+// spellFrom is p taken relative to dir, joined by string and not cleaned, so that
+// ".." stays physical when the result is resolved.
+func spellFrom(dir, p string) string {
 	if !path.IsAbs(p) {
 		p = dir + "/" + p
 	}
-	return canon.Canonical(p)
+	return p
+}
+
+// maxLinksOn bounds the links [linksOn] follows for one spelling, like the kernel's
+// MAXSYMLINKS for one lookup.
+const maxLinksOn = 40
+
+// linksOn returns the symbolic links that resolving the absolute spelling p passes
+// through, in the order the kernel meets them, each named by its own path (its
+// parent canonical, its last component the link's name): the names a command would
+// retarget to make p lead elsewhere. It stops where the rest of p does not exist or
+// follows a non-directory, and after maxLinksOn links.
+func linksOn(p string) []string {
+	if !path.IsAbs(p) {
+		return nil
+	}
+	var links []string
+	resolved := "/"
+	todo := strings.Split(p, "/")
+	for len(todo) > 0 {
+		c := todo[0]
+		todo = todo[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			// resolved is canonical, so its lexical parent is its physical one.
+			resolved = path.Dir(resolved)
+			continue
+		}
+		next := path.Join(resolved, c)
+		fi, err := os.Lstat(next)
+		switch {
+		case err != nil:
+			return links
+		case fi.Mode()&os.ModeSymlink != 0:
+			t, err := os.Readlink(next)
+			if err != nil || len(links) >= maxLinksOn {
+				return links
+			}
+			links = append(links, next)
+			if path.IsAbs(t) {
+				resolved = "/"
+			}
+			todo = append(strings.Split(t, "/"), todo...)
+		case !fi.IsDir() && len(todo) > 0:
+			return links
+		default:
+			resolved = next
+		}
+	}
+	return links
 }
 
 // readSmall reads a regular file (never through a final symlink) of at most

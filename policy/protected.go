@@ -26,6 +26,15 @@ const (
 	// Backends that can deny a name (Seatbelt, the fence) deny creating it; bwrap,
 	// which can only mount over names that exist, cannot (see package sandbox).
 	PathAbsent PathKind = "absent"
+	// PathLink: an existing symbolic link met on the way to a protected path (the
+	// entry itself, a directory on its way, a .git symlink, or a link that the text
+	// of a .git file or commondir passes through). Path is the link's own name, not
+	// canonical in its last component: retargeting, replacing or removing the link
+	// would make the protected spelling lead elsewhere, so the name itself is
+	// protected, while what it leads to is protected by its own record. bwrap cannot
+	// mount over a symlink and refuses to run when such a name lies within a root
+	// it binds (see package sandbox).
+	PathLink PathKind = "link"
 )
 
 // ProtectReason says why a path is protected.
@@ -47,12 +56,12 @@ const (
 // ProtectedPath is one path that stays read-only in workspace-write.
 type ProtectedPath struct {
 	// Path is canonical and absolute. A protected symlink is represented by what it
-	// leads to.
+	// leads to, and, in a record of Kind PathLink, by its own name.
 	Path string `json:"path"`
 	// Exists reports whether Path existed when [Execution.ProtectedPaths] looked.
 	Exists bool `json:"exists"`
-	// Kind is PathDir or PathFile for an existing path; for a missing one, the kind of
-	// stand-in allowed, or PathAbsent.
+	// Kind is PathDir, PathFile or PathLink for an existing path; for a missing one,
+	// the kind of stand-in allowed, or PathAbsent.
 	Kind   PathKind      `json:"kind"`
 	Reason ProtectReason `json:"reason"`
 	// Entry is the protect entry the path comes from ("" for the policy file, its lock,
@@ -113,6 +122,15 @@ func kindOfMissing(p string) PathKind {
 // the run's own, hooks and configuration included. See the package doc, "Protected
 // paths", for why commondir and the pointer file are protected and what stays open.
 //
+// Symbolic links: a protected spelling that passes through symlinks (the entry
+// itself a link, a link on its way, a .git symlink, links in the text of a .git file
+// or a commondir) is protected at what it leads to and, in a record of Kind
+// [PathLink] each, at every link's own name: otherwise a command could retarget
+// ".git" or ".git/hooks" and so make git use hooks and configuration of its own,
+// while everything toh protects stays untouched. The reason and entry of such a
+// record are those of the path the link leads to (reason "git" for the links of
+// pointers).
+//
 // Missing paths get a Kind by [kindOfMissing]. Paths may lie outside every writable
 // root (a pointer can lead anywhere); they are read-only there anyway, and backends
 // skip them.
@@ -126,6 +144,8 @@ func (x Execution) ProtectedPaths() []ProtectedPath {
 		seen[pp.Path] = true
 		fi, err := os.Lstat(pp.Path)
 		switch {
+		case err == nil && fi.Mode()&os.ModeSymlink != 0:
+			pp.Exists, pp.Kind = true, PathLink
 		case err == nil && fi.IsDir():
 			pp.Exists, pp.Kind = true, PathDir
 		case err == nil:
@@ -160,17 +180,26 @@ func (x Execution) ProtectedPaths() []ProtectedPath {
 		}
 		for _, e := range plain {
 			add(ProtectedPath{Path: canon.Canonical(r + "/" + e), Reason: ProtectEntry, Entry: e}, false)
+			for _, l := range linksOn(r + "/" + e) {
+				add(ProtectedPath{Path: l, Reason: ProtectEntry, Entry: e}, false)
+			}
 		}
 		if len(git) == 0 {
 			continue
 		}
-		dirs, pointer := gitDirsOf(r)
+		dirs, pointer, links := gitDirsOf(r)
 		if pointer != "" {
 			add(ProtectedPath{Path: pointer, Reason: ProtectGit}, false)
+		}
+		for _, l := range links {
+			add(ProtectedPath{Path: l, Reason: ProtectGit}, false)
 		}
 		for _, d := range dirs {
 			for _, suffix := range git {
 				add(ProtectedPath{Path: canon.Canonical(d + suffix), Reason: ProtectEntry, Entry: ".git" + suffix, GitDir: d}, false)
+				for _, l := range linksOn(d + suffix) {
+					add(ProtectedPath{Path: l, Reason: ProtectEntry, Entry: ".git" + suffix, GitDir: d}, false)
+				}
 			}
 			add(ProtectedPath{Path: d + "/commondir", Reason: ProtectGit, GitDir: d}, true)
 			if gitConfig {

@@ -231,6 +231,103 @@ func TestProtectedPathsSymlinkedHooks(t *testing.T) {
 	if !slices.Contains(got, "ws/tools/hooks dir exists protect") {
 		t.Errorf("a symlinked hooks directory is not represented by its target: %q", got)
 	}
+	if !slices.Contains(got, "ws/.git/hooks link exists protect") {
+		t.Errorf("the hooks symlink's own name is not protected: %q", got)
+	}
+}
+
+// Every symlink a protected spelling passes through is protected at its own name
+// (bug 6): a .git symlink, an entry that is a link, a link on an entry's way (chains
+// included), and a link in the text of a .git file. Links are never followed in a
+// loop.
+func TestProtectedPathsSymlinkNames(t *testing.T) {
+	base, git := gitTree(t)
+	ws := filepath.Join(base, "ws")
+	mustMkdir(t, ws)
+	git(ws, "init", "-q")
+	if err := os.Rename(filepath.Join(ws, ".git"), filepath.Join(ws, "real.git")); err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, filepath.Join(ws, "vault", "key.pem"), "k")
+	for link, target := range map[string]string{
+		".git": "real.git", "secrets": "hop", "hop": base + "/ws/vault", "env": "vault/key.pem",
+		"loop1": "loop2", "loop2": "loop1",
+	} {
+		if err := os.Symlink(target, filepath.Join(ws, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	x := wwExec(ws)
+	x.Protect = []string{".git/hooks", "secrets/key.pem", "env", "loop1/x", "plain"}
+	got := pathsOf(x.ProtectedPaths(), base)
+	want := []string{
+		"ws/vault/key.pem file exists protect", "ws/secrets link exists protect", "ws/hop link exists protect",
+		"ws/env link exists protect",
+		"ws/loop1/x dir missing protect", "ws/loop1 link exists protect", "ws/loop2 link exists protect",
+		"ws/plain dir missing protect",
+		"ws/.git link exists git",
+		"ws/real.git/hooks dir exists protect", "ws/real.git/commondir absent missing git",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("protected paths (-want +got):\n%s", diff)
+	}
+
+	// A .git file whose text passes through a link: the link is protected with the
+	// pointer; one outside the root is listed too (backends skip it).
+	if err := os.Remove(filepath.Join(ws, ".git")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(base+"/ws/real.git", filepath.Join(base, "outlink")); err != nil {
+		t.Fatal(err)
+	}
+	for text, link := range map[string]string{"gitdir: hop/../real.git\n": "ws/hop", "gitdir: " + base + "/outlink\n": "outlink"} {
+		mustWrite(t, filepath.Join(ws, ".git"), text)
+		x.Protect = []string{".git/config"}
+		got = pathsOf(x.ProtectedPaths(), base)
+		for _, w := range []string{"ws/.git file exists git", link + " link exists git", "ws/real.git/config file exists protect"} {
+			if !slices.Contains(got, w) {
+				t.Errorf("pointer %q: %q missing from %q", text, w, got)
+			}
+		}
+	}
+}
+
+func TestLinksOn(t *testing.T) {
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustMkdir(t, filepath.Join(base, "d", "e"))
+	mustWrite(t, filepath.Join(base, "f"), "")
+	for link, target := range map[string]string{
+		"up": "d/..", "abs": base + "/d", "rel": "abs/e", "self": "self", "tofile": "f",
+	} {
+		if err := os.Symlink(target, filepath.Join(base, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for spelling, want := range map[string][]string{
+		"d/e":                 nil,
+		"rel/x/y":             {"rel", "abs"},
+		"up/rel/../e":         {"up", "rel", "abs"},
+		"missing/rel":         nil,
+		"tofile/rel":          {"tofile"},
+		"d/../up/d/../tofile": {"up", "tofile"},
+	} {
+		var got []string
+		for _, l := range linksOn(base + "/" + spelling) {
+			got = append(got, strings.TrimPrefix(l, base+"/"))
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("linksOn(%q) = %q, want %q", spelling, got, want)
+		}
+	}
+	if got := linksOn(base + "/self/x"); len(got) != maxLinksOn {
+		t.Errorf("a self-loop gave %d links, want the cap %d", len(got), maxLinksOn)
+	}
+	if got := linksOn("relative/path"); got != nil {
+		t.Errorf("a relative spelling gave %q", got)
+	}
 }
 
 func TestKindOfMissing(t *testing.T) {

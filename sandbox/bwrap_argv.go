@@ -67,6 +67,20 @@ import (
 // stand-in, because their mere existence changes what git or the policy writers do;
 // bwrap cannot keep them from being created (the sandbox package doc lists this).
 //
+// A protected symlink's own name (policy.PathLink: ".git" when it is a symlink,
+// ".git/hooks -> ../githooks", a protect entry that is a link or passes through one)
+// cannot be kept by bwrap: a mount cannot be placed on a symlink (bwrap resolves the
+// destination and would mount over what the link leads to), and nothing else stops
+// a name in a writable directory from being removed and created again. A command
+// could then point ".git" at a repository of its own, whose hooks git runs for the
+// user next time. So such a name within a bound root gets no option, and [Run]
+// refuses the run before anything starts, with an error naming the link and what to
+// do: replace the link by what it names (for .git, a "gitdir: <path>" file, which
+// bwrap keeps read-only), remove the entry, or serve the root through the fence,
+// which denies the name itself (pol.Fence). Seatbelt and the fence protect the name
+// like any protected path. The argv alone, spawned without Run, leaves the name
+// writable; like the stand-ins, it is only complete together with Run.
+//
 // A missing protected path below an existing non-directory ("secrets/key.pem" while
 // "secrets" is a regular file) cannot exist as long as that non-directory, its
 // blocker, stays where it is, and no stand-in can be made below a file. So it gets
@@ -147,7 +161,8 @@ func bwrapArgv(pol policy.Execution, argv []string, guarded []string) ([]string,
 }
 
 // standInPlan is what [Run] prepares around a bwrap spawn: every guarded path must
-// exist when bwrap mounts over it (see standins_linux.go).
+// exist when bwrap mounts over it (see standins_linux.go), and a guarded symlink
+// (policy.PathLink) within a bound root makes prepare refuse the run.
 type standInPlan struct {
 	guards []bwrapGuard
 }
@@ -234,6 +249,9 @@ func bwrapGuards(pps []policy.ProtectedPath, bound []string) []bwrapGuard {
 func bwrapGuardOptions(guards []bwrapGuard, bound []string) []string {
 	pinSet := map[string]bool{}
 	for _, g := range guards {
+		if g.kind == policy.PathLink && g.exists {
+			continue // Run refuses such a run (see [standInPlan.prepare])
+		}
 		start := path.Dir(g.path)
 		if g.blocker != "" {
 			start = g.blocker
@@ -255,7 +273,7 @@ func bwrapGuardOptions(guards []bwrapGuard, bound []string) []string {
 		out = append(out, "--bind", d, d)
 	}
 	for _, g := range guards {
-		if g.blocker == "" {
+		if g.blocker == "" && !(g.kind == policy.PathLink && g.exists) {
 			out = append(out, "--ro-bind", g.path, g.path)
 		}
 	}

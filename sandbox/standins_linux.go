@@ -22,7 +22,10 @@ package sandbox
 //
 // A missing protected path below an existing non-directory gets no stand-in (none
 // can be made below a file): bwrap pins that non-directory instead, and prepare only
-// checks that it is still there and still no directory (see [BwrapArgv]).
+// checks that it is still there and still no directory (see [BwrapArgv]). A
+// protected symlink's own name within a bound root cannot be held by any mount, so
+// prepare refuses the whole run before creating anything (a *protectedLinkError
+// naming the link and the remedies).
 //
 // Alternatives considered and rejected: letting bwrap create the mountpoints (it
 // follows symlinks, and toh could not tell its creations from the user's, so nothing
@@ -114,6 +117,11 @@ type fileIdent struct{ dev, ino uint64 }
 // On error nothing it created stays.
 // interrupted, polled while waiting for a lock, ends the wait with an error.
 func (p *standInPlan) prepare(interrupted func() bool) (*standIns, error) {
+	for _, g := range p.guards {
+		if g.kind == policy.PathLink && g.exists {
+			return nil, &protectedLinkError{link: g.path, root: g.root}
+		}
+	}
 	s := &standIns{roots: map[string]int{}, dirs: map[string]*heldDir{}, created: map[string]fileIdent{},
 		candidates: map[string]bool{}, interrupted: interrupted}
 	for _, g := range p.guards {
@@ -123,6 +131,17 @@ func (p *standInPlan) prepare(interrupted func() bool) (*standIns, error) {
 		}
 	}
 	return s, nil
+}
+
+// protectedLinkError refuses a bwrap run in which a protected symlink's own name lies
+// within a bound root (see [BwrapArgv]).
+type protectedLinkError struct{ link, root string }
+
+func (e *protectedLinkError) Error() string {
+	return fmt.Sprintf("protected path %q is a symbolic link in the writable root %q: bwrap cannot keep a link's own name "+
+		"from being replaced, so a command could point it elsewhere; replace the link by what it names (for .git a "+
+		"\"gitdir: <path>\" file), remove the entry from protect, or serve the root through the fence (\"fence\": true)",
+		e.link, e.root)
 }
 
 // ensure makes g.path exist, creating what is missing between g.base and it.

@@ -304,6 +304,43 @@ func TestStandInsBelowAFile(t *testing.T) {
 	}
 }
 
+// A protected symlink's own name within a bound root (bug 6): bwrap cannot mount over
+// a link, so the argv names no mount for it and prepare refuses before creating
+// anything. A root served by the fence (pol.Fence) leaves the name to the fence.
+func TestStandInsRefuseProtectedLinks(t *testing.T) {
+	s := newStandInTree(t)
+	dotgit := filepath.Join(s.ws, ".git")
+	if err := os.Rename(dotgit, filepath.Join(s.ws, ".real")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(".real", dotgit); err != nil {
+		t.Fatal(err)
+	}
+	argv, plan, _ := bwrapArgv(s.pol, []string{"true"}, nil)
+	if slices.Contains(argv, dotgit) {
+		t.Errorf("argv mounts over the link (which would mount over its target): %q", argv)
+	}
+	before := listing(t, s.dir)
+	_, err := plan.prepare(nil)
+	var le *protectedLinkError
+	if !errors.As(err, &le) || le.link != dotgit || le.root != s.ws {
+		t.Fatalf("prepare did not refuse the protected link: %v", err)
+	}
+	if after := listing(t, s.dir); after != before {
+		t.Errorf("a refused prepare changed the tree:\n%s", after)
+	}
+
+	fenced := s.pol
+	fenced.Fence = true
+	if _, plan, _ := bwrapArgv(fenced, []string{"true"}, nil); plan != nil {
+		st, err := plan.prepare(nil)
+		if err != nil {
+			t.Fatalf("a fenced root's link was refused by bwrap: %v", err)
+		}
+		st.release()
+	}
+}
+
 func mustMkdirAll(t *testing.T, p string) {
 	t.Helper()
 	if err := os.MkdirAll(p, 0o755); err != nil {

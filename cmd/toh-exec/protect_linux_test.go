@@ -54,13 +54,29 @@ func newGitScratch(t *testing.T) *gitScratch {
 // directory (and so the workspace root).
 func (s *gitScratch) confined(t *testing.T, dir, script string, args ...string) envelope {
 	t.Helper()
-	argv := append([]string{"--policy", s.noPolicy, "--runner", "bwrap", "--mode", "workspace-write",
-		"--probe-cache", filepath.Join(s.beside, "cache.json"), "-c", gitPrefix + script, "sh"}, args...)
-	e, r := tohJSON(t, dir, s.env, argv...)
+	e, r := s.start(t, dir, script, args...)
 	if e.Result == nil {
 		t.Fatalf("no result: %d %+v %q", r.code, e.Error, r.stderr)
 	}
 	return e
+}
+
+// start is confined without requiring that the command ran.
+func (s *gitScratch) start(t *testing.T, dir, script string, args ...string) (envelope, runResult) {
+	t.Helper()
+	argv := append([]string{"--policy", s.noPolicy, "--runner", "bwrap", "--mode", "workspace-write",
+		"--probe-cache", filepath.Join(s.beside, "cache.json"), "-c", gitPrefix + script, "sh"}, args...)
+	return tohJSON(t, dir, s.env, argv...)
+}
+
+// refusedLink requires that a run was refused before it started because the
+// protected symlink link lies within a writable root.
+func refusedLink(t *testing.T, what, link string, e envelope, r runResult) {
+	t.Helper()
+	want := fmt.Sprintf("protected path %q is a symbolic link", link)
+	if r.code != exitCannotStart || e.Result != nil || e.Error == nil || !strings.Contains(e.Error.Message, want) {
+		t.Errorf("%s: not refused with %q: %d %+v %+v %q", what, want, r.code, e.Result, e.Error, r.stderr)
+	}
 }
 
 func (s *gitScratch) mustRun(t *testing.T, dir, script string, args ...string) envelope {
@@ -565,4 +581,113 @@ func TestProtectEntryBelowAFile(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestProtectedSymlinkNames (bug 6): a .git that is a symlink, and a protect entry
+// that is one, are protected at their own names too. bwrap cannot mount over a
+// symlink, so a run in which such a name lies within a writable root is refused
+// before the command starts (the command could otherwise point .git at a repository
+// of its own, whose hooks git runs for the user next time); why denies replacing
+// the name. Positive controls: without protection the attack lands; a link outside
+// every writable root refuses nothing; and the remedy the error names (a "gitdir:"
+// file instead of the link) gives working runs that still cannot redirect git.
+func TestProtectedSymlinkNames(t *testing.T) {
+	s := newGitScratch(t)
+	s.git(t, s.ws, "init", "-q")
+	gitdir := filepath.Join(s.ws, ".gitdir")
+	if err := os.Rename(filepath.Join(s.ws, ".git"), gitdir); err != nil {
+		t.Fatal(err)
+	}
+	dotgit := filepath.Join(s.ws, ".git")
+	if err := os.Symlink(".gitdir", dotgit); err != nil {
+		t.Fatal(err)
+	}
+	s.git(t, s.ws, "add", "notes.txt")
+	s.git(t, s.ws, "commit", "-q", "-m", "one")
+	ran := filepath.Join(s.ws, "ran")
+	link := func() string {
+		t.Helper()
+		target, err := os.Readlink(dotgit)
+		if err != nil {
+			t.Fatalf(".git is no longer a symlink: %v", err)
+		}
+		return target
+	}
+
+	// Negative: refused before anything runs, naming the link; nothing changed.
+	const attack = `touch ran; rm .git && g init -q && printf '#!/bin/sh\necho pwned\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit`
+	before := treeState(t, s.ws)
+	e, r := s.start(t, s.ws, attack)
+	refusedLink(t, "a symlinked .git", dotgit, e, r)
+	absent(t, ran)
+	if link() != ".gitdir" {
+		t.Fatalf(".git was retargeted: %s", link())
+	}
+	sameTree(t, "a refused run", before, treeState(t, s.ws))
+	// why agrees: the link's own name may not be removed or replaced.
+	for _, op := range []string{"delete", "rename", "create"} {
+		r := toh(t, s.ws, s.env, "why", "--policy", s.noPolicy, "--mode", "workspace-write", "--path", ".git", "--op", op)
+		if r.code != exitWhyDenied || !strings.Contains(r.stdout, "protected") {
+			t.Errorf("why %s .git: %d %q", op, r.code, r.stdout)
+		}
+	}
+
+	// Positive control: with an empty protect list the attack lands, so the refusal is
+	// the protection's.
+	unprotected := s.withPolicy(t, `{"version": 1, "protect": []}`)
+	unprotected.mustRun(t, s.ws, attack)
+	if fi, err := os.Lstat(dotgit); err != nil || !fi.IsDir() {
+		t.Fatalf("without protection .git was not replaced: %v", err)
+	}
+	os.RemoveAll(dotgit)
+	os.Remove(ran)
+	if err := os.Symlink(".gitdir", dotgit); err != nil {
+		t.Fatal(err)
+	}
+
+	// A protect entry that is itself a symlink, and one that passes through one.
+	testutil.MakeTree(t, s.ws, "file real/key.pem k", "link secrets -> real", "link env -> real/key.pem")
+	for _, entry := range []string{"env", "secrets/key.pem"} {
+		entryScratch := s.withPolicy(t, fmt.Sprintf(`{"version": 1, "protect": [%q]}`, entry))
+		name := filepath.Join(s.ws, strings.Split(entry, "/")[0])
+		e, r := entryScratch.start(t, s.ws, `touch ran; ln -sfn notes.txt "$1"`, name)
+		refusedLink(t, "protect "+entry, name, e, r)
+		absent(t, ran)
+	}
+	if target, _ := os.Readlink(filepath.Join(s.ws, "secrets")); target != "real" {
+		t.Fatalf("secrets was retargeted: %q", target)
+	}
+
+	// The remedy: .git as a "gitdir:" file. Runs work, git works, and the pointer
+	// cannot be rewritten.
+	os.Remove(filepath.Join(s.ws, "secrets"))
+	os.Remove(filepath.Join(s.ws, "env"))
+	os.RemoveAll(filepath.Join(s.ws, "real"))
+	if err := os.Remove(dotgit); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dotgit, []byte("gitdir: "+gitdir+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.mustRun(t, s.ws, "echo two >> notes.txt && g commit -q -am two")
+	if got := s.git(t, s.ws, "log", "--format=%s"); got != "two\none" {
+		t.Fatalf("log = %q", got)
+	}
+	refused(t, "rewrite the pointer", s.confined(t, s.ws, `echo "gitdir: /tmp" > .git`))
+	refused(t, "remove the pointer", s.confined(t, s.ws, `rm .git`))
+	present(t, dotgit, "gitdir: "+gitdir+"\n")
+
+	// A symlink on the way that lies outside every writable root refuses nothing:
+	// it is read-only there anyway.
+	via := filepath.Join(s.beside, "via")
+	if err := os.Symlink(gitdir, via); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dotgit, []byte("gitdir: "+via+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.mustRun(t, s.ws, "echo three >> notes.txt && g commit -q -am three")
+	refused(t, "write hooks through the outside link", s.confined(t, s.ws, `echo evil > "$1/hooks/pre-commit"`, via))
+	noStandIns(t, s.ws)
+	s.checkCanary(t)
 }
