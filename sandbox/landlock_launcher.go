@@ -26,6 +26,10 @@ package sandbox
 //     no ARGV is accepted.
 //   - "--" ends the flags; ARGV is looked up in $PATH like execvp(3) does.
 //
+// Before the exec the launcher empties every capability set of its thread (ambient,
+// bounding when the caller may shrink it, then effective, permitted and inheritable),
+// so a command run by root holds none, as under bwrap --cap-drop ALL.
+//
 // Exit status: every launcher-level failure (bad flags, Landlock unavailable, a rule
 // path that cannot be opened, execve failing) exits 125 and prints exactly one stderr
 // line starting "landlock-run: ". The partial-enforcement notice shares that prefix but
@@ -81,10 +85,7 @@ package sandbox
 // stderr) stay writable wherever they point; a terminal re-opened by path (/dev/tty)
 // is not writable under read-only (only /dev/null is), and on ABI >= 5 device ioctls on
 // newly opened devices fail; file-system-specific ioctls beyond the list above (btrfs
-// subvolume flags, for instance) are not filtered; capabilities are not dropped, so a
-// command run as root keeps them, as under the bwrap rung run as root — Landlock and
-// seccomp still bind it, but root can load kernel modules or reboot, which no file rule
-// governs; --net-deny leaves pathname unix sockets reachable (as bwrap --unshare-net
+// subvolume flags, for instance) are not filtered; --net-deny leaves pathname unix sockets reachable (as bwrap --unshare-net
 // does) and, below ABI 6, abstract unix sockets too.
 
 import (
