@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path"
 	"strings"
@@ -258,4 +260,75 @@ func withinAnyRoot(p string, roots []string) bool {
 		}
 	}
 	return false
+}
+
+// ErrMovableRoot matches every [*MovableRootError].
+var ErrMovableRoot = errors.New("writable root spelled through a symbolic link that a confined command may retarget")
+
+// MovableRootError refuses a call whose writable root is spelled through a symbolic
+// link that itself lies within a writable root: a confined command may retarget such
+// a link (or replace a directory on the way by one), and the next call would then
+// canonicalize the same spelling to a different root, "/" for a link retargeted to
+// "/". Refusing makes that attack fail loud instead of widening the next run.
+type MovableRootError struct {
+	// Field names the spelling in the policy file ("writableRoots[0]",
+	// "workspaceRoot", `sessions["s-42"].cwd`) or the request ("$TMPDIR").
+	Field    string
+	Spelling string
+	// Link is the symbolic link's own name; Root the writable root that holds it.
+	Link, Root string
+	// Target is what the spelling leads to now, the spelling to write instead.
+	Target string
+}
+
+func (e *MovableRootError) Error() string {
+	return fmt.Sprintf("policy: %s %q passes through the symbolic link %q, which lies in the writable root %q, so a confined "+
+		"command could retarget it and move this root for later calls; write the directory it leads to (%q) instead",
+		e.Field, e.Spelling, e.Link, e.Root, e.Target)
+}
+
+func (e *MovableRootError) Is(target error) bool { return target == ErrMovableRoot }
+
+// CheckRootSpellings returns a [*MovableRootError] when a spelling from which x's
+// writable roots were resolved (f and req are what [Resolve] made x from) passes
+// through a symbolic link whose own name lies within one of x.WritableRoots: the
+// session's cwd, else f.WorkspaceRoot; each f.WritableRoots entry; and req.TmpDir.
+// It returns nil for modes without writable roots.
+//
+// The caller's working directory (req.Cwd, used when neither the session nor the
+// file names a workspace) is not checked: it is where the caller is, not a spelling
+// kept from call to call. A spelling through a directory that lies within a writable
+// root is accepted while it holds no link: a command that replaces that directory by
+// a link is refused at the next call. Only links that exist are seen; one created
+// later at a missing component is refused when it exists.
+func (x Execution) CheckRootSpellings(f *File, req Request) error {
+	if x.Mode != WorkspaceWrite || len(x.WritableRoots) == 0 {
+		return nil
+	}
+	if f == nil {
+		f = Default()
+	}
+	type spelling struct{ field, p string }
+	var sps []spelling
+	if sess, ok := f.Sessions[req.SessionID]; ok && req.SessionID != "" {
+		sps = append(sps, spelling{fmt.Sprintf("sessions[%q].cwd", req.SessionID), sess.Cwd})
+	} else if f.WorkspaceRoot != "" {
+		sps = append(sps, spelling{"workspaceRoot", f.WorkspaceRoot})
+	}
+	for i, r := range f.WritableRoots {
+		sps = append(sps, spelling{fmt.Sprintf("writableRoots[%d]", i), r})
+	}
+	if path.IsAbs(req.TmpDir) {
+		sps = append(sps, spelling{"$TMPDIR", req.TmpDir})
+	}
+	for _, sp := range sps {
+		for _, l := range linksOn(sp.p) {
+			for _, r := range x.WritableRoots {
+				if l != r && canon.LexicallyWithin(l, r) {
+					return &MovableRootError{Field: sp.field, Spelling: sp.p, Link: l, Root: r, Target: canon.Canonical(sp.p)}
+				}
+			}
+		}
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -461,5 +462,107 @@ func TestWithWorktreeRootsRefusesForgedStructures(t *testing.T) {
 	}
 	if added() {
 		t.Error(".git symlink honoured")
+	}
+}
+
+// A writable root spelled through a symlink that lies within a writable root is
+// refused (bug 5): a confined command could retarget the link, and the next call
+// would resolve the same spelling to another root. Each kind of spelling, the attack
+// itself, and the spellings that stay accepted.
+func TestCheckRootSpellings(t *testing.T) {
+	// Not below /tmp, which is a writable root of every workspace-write call.
+	home, err := os.UserHomeDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := os.MkdirTemp(home, "toh-policy-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	if base, err = filepath.EvalSymlinks(base); err != nil {
+		t.Fatal(err)
+	}
+	ws, extra := filepath.Join(base, "ws"), filepath.Join(base, "extra")
+	for _, d := range []string{ws + "/data", ws + "/a", ws + "/t", extra} {
+		mustMkdir(t, d)
+	}
+	for link, target := range map[string]string{
+		ws + "/link": "data", ws + "/in": "a", ws + "/tmplink": ws + "/t", base + "/outlink": extra,
+	} {
+		if err := os.Symlink(target, link); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ww := WorkspaceWrite
+	check := func(f *File, req Request) error {
+		t.Helper()
+		x, err := Resolve(f, req)
+		if err != nil {
+			t.Fatalf("Resolve: %v", err)
+		}
+		return x.CheckRootSpellings(f, req)
+	}
+	refused := func(what string, err error, field, link, root string) {
+		t.Helper()
+		var me *MovableRootError
+		if !errors.As(err, &me) || !errors.Is(err, ErrMovableRoot) || me.Field != field || me.Link != link || me.Root != root {
+			t.Errorf("%s: got %v, want a refusal of %s through %s in %s", what, err, field, link, root)
+		}
+	}
+
+	f := &File{Version: 1, Mode: ww, WorkspaceRoot: ws, WritableRoots: []string{extra, ws + "/link"}}
+	err = check(f, Request{})
+	refused("a writable root through a link in the workspace", err, "writableRoots[1]", ws+"/link", ws)
+	if err != nil && !strings.Contains(err.Error(), `write the directory it leads to ("`+ws+`/data")`) {
+		t.Errorf("the error does not name the directory to write instead: %v", err)
+	}
+	// The attack the refusal stops: retargeted, the same spelling is the root "/".
+	if err := os.Remove(ws + "/link"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/", ws+"/link"); err != nil {
+		t.Fatal(err)
+	}
+	if x, _ := Resolve(f, Request{}); !slices.Contains(x.WritableRoots, "/") {
+		t.Fatalf("the retargeted link does not widen the roots (test premise): %q", x.WritableRoots)
+	}
+	refused("the retargeted link", check(f, Request{}), "writableRoots[1]", ws+"/link", ws)
+
+	// A directory on the way replaced by a link (what a command without mountpoints
+	// can do): accepted while it is a directory, refused once it is a link.
+	f = &File{Version: 1, Mode: ww, WorkspaceRoot: ws, WritableRoots: []string{ws + "/data"}}
+	if err := check(f, Request{}); err != nil {
+		t.Errorf("a canonical nested root: %v", err)
+	}
+	if err := os.Rename(ws+"/data", ws+"/data2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/", ws+"/data"); err != nil {
+		t.Fatal(err)
+	}
+	refused("a nested root replaced by a link", check(f, Request{}), "writableRoots[0]", ws+"/data", ws)
+
+	refused("the workspace root through a link in itself",
+		check(&File{Version: 1, Mode: ww, WorkspaceRoot: ws + "/in/.."}, Request{}), "workspaceRoot", ws+"/in", ws)
+	refused("a session cwd through a link",
+		check(&File{Version: 1, Mode: ww, WritableRoots: []string{ws}, Sessions: map[string]Session{"s1": {Cwd: ws + "/in"}}}, Request{SessionID: "s1"}),
+		`sessions["s1"].cwd`, ws+"/in", ws)
+	refused("$TMPDIR through a link in the workspace",
+		check(&File{Version: 1, Mode: ww, WorkspaceRoot: ws}, Request{TmpDir: ws + "/tmplink"}), "$TMPDIR", ws+"/tmplink", ws)
+
+	// Accepted: a link that lies within no writable root, the caller's own working
+	// directory, and every mode without writable roots.
+	for what, c := range map[string]struct {
+		f   *File
+		req Request
+	}{
+		"a link outside every root": {&File{Version: 1, Mode: ww, WorkspaceRoot: ws, WritableRoots: []string{base + "/outlink"}}, Request{}},
+		"the caller's cwd":          {&File{Version: 1, Mode: ww}, Request{Cwd: ws + "/in"}},
+		"read-only":                 {&File{Version: 1, Mode: ReadOnly, WorkspaceRoot: ws, WritableRoots: []string{ws + "/data"}}, Request{}},
+	} {
+		if err := check(c.f, c.req); err != nil {
+			t.Errorf("%s: %v", what, err)
+		}
 	}
 }
