@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/toh-sandbox/toh/canon"
 )
 
 // gitTree returns a canonical temporary directory and a function running git in a
@@ -499,7 +500,7 @@ func TestCheckRootSpellings(t *testing.T) {
 		t.Helper()
 		x, err := Resolve(f, req)
 		if err != nil {
-			t.Fatalf("Resolve: %v", err)
+			return err // Resolve may make the check itself
 		}
 		return x.CheckRootSpellings(f, req)
 	}
@@ -524,8 +525,8 @@ func TestCheckRootSpellings(t *testing.T) {
 	if err := os.Symlink("/", ws+"/link"); err != nil {
 		t.Fatal(err)
 	}
-	if x, _ := Resolve(f, Request{}); !slices.Contains(x.WritableRoots, "/") {
-		t.Fatalf("the retargeted link does not widen the roots (test premise): %q", x.WritableRoots)
+	if got := canon.WritableRoots(f.WritableRoots); !slices.Contains(got, "/") {
+		t.Fatalf("the retargeted link does not widen the roots (test premise): %q", got)
 	}
 	refused("the retargeted link", check(f, Request{}), "writableRoots[1]", ws+"/link", ws)
 
