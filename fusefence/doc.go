@@ -59,14 +59,25 @@
 //     root's own name the tightest one strictly containing it) and denies a
 //     target equal to or beneath a protected path (rule protected), the policy
 //     file and its .lock (rule policy-file), and the audit log. The protected paths
-//     are policy.Execution.ProtectedPaths, the set bwrap and Seatbelt protect too,
-//     resolved once per policy generation: protect entries relative to each root,
-//     ".git/..." entries below each git directory of the root as it was when the
-//     generation was resolved (its .git directory or what a .git file names, the
-//     common directory, worktrees/*, modules/**; a repository created later, by
-//     git init in the run, is the run's own until the next generation), those git
-//     directories' commondir and config.worktree, which may not be created, and a
-//     .git pointer file. Operations that put something
+//     are policy.Execution.ProtectedPaths, the set bwrap and Seatbelt protect too:
+//     protect entries relative to each root, ".git/..." entries below each git
+//     directory of the root (its .git directory or what a .git file names, the
+//     common directory, worktrees/*, modules/**), those git directories' commondir
+//     and config.worktree, which may not be created, and a .git pointer file. The
+//     set is resolved when a policy generation starts, protecting every git
+//     directory that exists then, and again at the first mutation once it is older
+//     than the bound (Config.Timeout, DefaultTimeout when caching is off; 1 s by
+//     default). A git directory (or .git pointer) that appeared since is the run's
+//     own until it is the bound old (its birth time, else when the fence first
+//     saw it), so git init, git clone, git worktree add and git submodule add can
+//     write its hooks, config and commondir; from the first mutation after that,
+//     its entries are protected like those of a repository that existed at mount.
+//     The bound: a repository made while the fence serves has protected hooks and
+//     config at most the bound after it was created (twice the bound where the
+//     file system records no birth time); a git command that writes its new
+//     repository's config later than that (a clone that runs longer) is denied.
+//     A descriptor opened for writing is judged again when the set changes, as
+//     when the policy does. Operations that put something
 //     at a name that could hold or redirect such a guarded path (both ends of a
 //     rename, symlink, link, a new non-directory) are also denied at a strict
 //     ancestor of it: `mv .git x`, or a prepared directory, file or symlink moved to
@@ -83,9 +94,9 @@
 //     following symlinks, whenever the policy generation changes.
 //
 // Writes through an open descriptor (write, fallocate, copy_file_range into it,
-// ftruncate) act on the inode judged at open. When the policy changed since, the
-// handle's open-time canonical path is judged again under the new policy first, so
-// tightening applies to descriptors already open too.
+// ftruncate) act on the inode judged at open. When the policy or its protected set
+// changed since, the handle's open-time canonical path is judged again under the
+// new one first, so tightening applies to descriptors already open too.
 //
 // A denied open never truncates: the fence asks the kernel for atomic O_TRUNC and
 // truncates only after every check passed. Denials are EACCES. Other errors are

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -40,13 +41,20 @@ type env struct {
 	auditPath string
 	audit     *AuditLog
 	fence     *Fence
-	seen      int // audit records already checked
+	seen      int           // audit records already checked
+	timeout   time.Duration // Config.Timeout (0: DefaultTimeout)
 }
 
 // newEnv builds the tree (MakeTree notation, relative to base; "$BASE" in a line
 // stands for base, for absolute symlink targets), writes a policy
 // with the given mode and workspace root base/src, and mounts base/src.
 func newEnv(t *testing.T, mode policy.Mode, tree ...string) *env {
+	t.Helper()
+	return newEnvTimeout(t, mode, 0, tree...)
+}
+
+// newEnvTimeout is newEnv with the mount's Config.Timeout.
+func newEnvTimeout(t *testing.T, mode policy.Mode, timeout time.Duration, tree ...string) *env {
 	t.Helper()
 	testutil.RequireFUSE(t)
 	base, err := os.MkdirTemp("/var/tmp", "toh-fence-")
@@ -62,6 +70,7 @@ func newEnv(t *testing.T, mode policy.Mode, tree ...string) *env {
 		extra:     filepath.Join(base, "extra"),
 		policy:    filepath.Join(base, "src", ".toh", "policy.json"),
 		auditPath: filepath.Join(base, "cfg", "audit.jsonl"),
+		timeout:   timeout,
 	}
 	testutil.MakeTree(t, base, "dir src/.toh", "dir mnt", "dir cfg", "dir extra", "file outside/canary precious")
 	for _, line := range tree {
@@ -87,7 +96,7 @@ func (e *env) mount() {
 	if e.audit, err = OpenAudit(e.auditPath); err != nil {
 		t.Fatal(err)
 	}
-	e.fence, err = Mount(Config{Source: e.src, Mountpoint: e.mnt, Policy: w, Audit: e.audit, AllowOther: os.Geteuid() == 0,
+	e.fence, err = Mount(Config{Source: e.src, Mountpoint: e.mnt, Policy: w, Audit: e.audit, AllowOther: os.Geteuid() == 0, Timeout: e.timeout,
 		Logf: func(format string, args ...any) { t.Logf("fence: "+format, args...) }})
 	if err != nil {
 		e.audit.Close()

@@ -94,6 +94,8 @@ type fence struct {
 	mu   sync.Mutex
 	snap *snapshot
 
+	protVer atomic.Uint64 // numbers protected sets (see protSet.ver)
+
 	server      *fuse.Server
 	passthrough atomic.Bool // the kernel takes backing files from this daemon
 	pending     sync.Map    // request cancel channel -> backing ID for its answer (see rawFS)
@@ -221,7 +223,7 @@ func (m *Fence) Unmount() error {
 type snapshot struct {
 	gen   uint64
 	x     policy.Execution
-	prot  guarded // x's protected set, resolved once for this generation
+	prot  protState // x's protected set, resolved again once it is older than the bound (see protSet)
 	err   error
 	roots map[string]int // canonical root -> O_PATH fd; a root that cannot be opened is absent
 	refs  atomic.Int32
@@ -257,6 +259,7 @@ func (f *fence) newSnapshot(gen uint64, x policy.Execution, err error) *snapshot
 	s := &snapshot{gen: gen, x: x, err: err, roots: map[string]int{}}
 	s.refs.Store(1)
 	if err != nil {
+		s.prot.cur.Store(&protSet{ver: f.nextProtVer(), refresh: never})
 		f.logf("POLICY INVALID: denying every mutation until the policy file is fixed: %v", err)
 		return s
 	}
@@ -267,8 +270,9 @@ func (f *fence) newSnapshot(gen uint64, x policy.Execution, err error) *snapshot
 	case policy.WorkspaceWrite:
 		roots = x.WritableRoots
 	}
-	s.prot = protectedOf(x)
-	f.logf("policy generation %d: mode %s, writable roots %q, protect %q, protected paths %q %q", gen, x.Mode, x.WritableRoots, x.Protect, s.prot.policy, s.prot.protect)
+	ps := resolveProtected(x, nil, time.Now(), f.protBound(), f.nextProtVer)
+	s.prot.cur.Store(ps)
+	f.logf("policy generation %d: mode %s, writable roots %q, protect %q, protected paths %q %q", gen, x.Mode, x.WritableRoots, x.Protect, ps.g.policy, ps.g.protect)
 	for _, r := range roots {
 		// Roots are canonical: opening them beneath "/" without following symlinks
 		// keeps a symlink swapped into a root's spelling from moving the root.

@@ -26,7 +26,7 @@ type handle struct {
 	// policy changes, writes through the handle are judged again against it: the
 	// descriptor stays bound to the inode it opened, so it cannot be redirected.
 	target string
-	gen    atomic.Uint64 // policy generation of the last judgement
+	gen    atomic.Uint64 // protSet.ver of the last judgement: changes with the policy generation and the protected set
 }
 
 // writeFlags are the open(2) flags that mean "may change the file".
@@ -139,7 +139,7 @@ func (f *fence) openForWrite(ctx context.Context, s *snapshot, op, rel string, f
 		g.touched()
 	}
 	h = &handle{fd: fd, writable: flags&unix.O_ACCMODE != unix.O_RDONLY, target: g.target}
-	h.gen.Store(s.gen)
+	h.gen.Store(g.protVer)
 	return h, st, gen, 0
 }
 
@@ -188,7 +188,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		return nil, nil, 0, toErrno(err)
 	}
 	h := &handle{fd: fd, writable: flags&unix.O_ACCMODE != unix.O_RDONLY, target: g.target}
-	h.gen.Store(s.gen)
+	h.gen.Store(g.protVer)
 	out.Attr.FromStat(sysStat(&st))
 	child := n.NewInode(ctx, &node{f: n.f}, n.f.stable(&st, gen))
 	fh, fl, errno := child.Operations().(*node).writeHandle(ctx, h, flags)
@@ -206,16 +206,17 @@ func (f *fence) recheck(ctx context.Context, h *handle, op, rel string) syscall.
 	}
 	s := f.acquire()
 	defer s.release()
-	if s.gen == h.gen.Load() {
+	ps := f.protected(s)
+	if ps.ver == h.gen.Load() {
 		return 0
 	}
 	if s.err != nil {
 		return f.deny(ctx, s, op, rel, h.target, RulePolicyInvalid)
 	}
-	if _, rule := place(s.x, s.prot, h.target, reachInode, f.auditPath); rule != "" {
+	if _, rule := place(s.x, ps.g, h.target, reachInode, f.auditPath); rule != "" {
 		return f.deny(ctx, s, op, rel, h.target, rule)
 	}
-	h.gen.Store(s.gen)
+	h.gen.Store(ps.ver)
 	return 0
 }
 

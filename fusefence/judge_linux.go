@@ -40,6 +40,8 @@ type grant struct {
 	target string    // canonical host target
 	p      placement // the writable root and the target relative to it
 	rootFd int
+	// protVer numbers the protected set the decision was made with (protSet.ver).
+	protVer uint64
 
 	// The canonical parent's identity when the decision was made; the descriptor
 	// the mutation goes through must still be that directory.
@@ -54,14 +56,16 @@ func (f *fence) judge(ctx context.Context, s *snapshot, op, rel string, fm form,
 		return nil, f.deny(ctx, s, op, rel, f.host(rel), RulePolicyInvalid)
 	}
 	target, parentSt := f.resolve(rel, fm)
-	p, rule := place(s.x, s.prot, target, r, f.auditPath)
+	ps := f.protected(s)
+	prot := ps.g
+	p, rule := place(s.x, prot, target, r, f.auditPath)
 	if rule == "" && fm == formEntry && p.Rel == "." {
 		// A root's own name lives in its parent: it can only be changed through a
 		// root that strictly contains it (a writable root nested in another one),
 		// and the guarded paths have been checked against every root already.
 		x := s.x
 		x.WritableRoots = slices.DeleteFunc(slices.Clone(x.WritableRoots), func(root string) bool { return root == target })
-		if p, rule = place(x, s.prot, target, r, f.auditPath); rule == "" && p.Rel == "." {
+		if p, rule = place(x, prot, target, r, f.auditPath); rule == "" && p.Rel == "." {
 			rule = RuleOutside
 		}
 	}
@@ -72,7 +76,7 @@ func (f *fence) judge(ctx context.Context, s *snapshot, op, rel string, fm form,
 	if !ok {
 		return nil, syscall.ENOENT // the root does not exist, so neither does anything beneath it
 	}
-	g := &grant{f: f, s: s, ctx: ctx, op: op, rel: rel, target: target, p: p, rootFd: rootFd}
+	g := &grant{f: f, s: s, ctx: ctx, op: op, rel: rel, target: target, p: p, rootFd: rootFd, protVer: ps.ver}
 	if p.Rel != "." {
 		if parentSt == nil {
 			parentSt = new(unix.Stat_t)

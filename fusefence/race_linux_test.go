@@ -101,12 +101,13 @@ var swapRaces = []swapRace{
 	},
 	{
 		name: "directory and a link into a protected directory",
-		// Absolute, so that the mirror shows it as the directory it leads to: an
-		// exposed relative link would make the kernel's entry for "a" a symlink
-		// for up to the entry timeout, and the writers would fail (EIO, EACCES)
-		// instead of racing the fence.
+		// Hard-linked (a second name, c, that is never swapped), so that the
+		// mirror shows it as the directory it leads to: a link shown as a link
+		// (one with a single name into the tree) would make the kernel's entry
+		// for "a" a symlink for up to the entry timeout, and the writers would
+		// fail (EIO, EACCES) instead of racing the fence.
 		tree: []string{"dir src/a", "file src/a/f x", "file src/.git/hooks/f precious",
-			"link src/b -> $BASE/src/.git/hooks"},
+			"link src/b -> $BASE/src/.git/hooks", "hardlink src/c -> src/b"},
 		swaps: [][3]string{{"src", "a", "b"}}, dir: "a",
 		canaries: []string{"outside", "src/.git/hooks"},
 	},

@@ -53,8 +53,9 @@ type placement struct {
 
 // guarded is the fence's protected set for one policy generation: the canonical
 // paths of [policy.Execution.ProtectedPaths] (the one resolution bwrap and Seatbelt
-// use too), split by the rule that names a denial. It is computed once per policy
-// generation (see [protectedOf]); judging a mutation only compares strings.
+// use too), split by the rule that names a denial. It is resolved when a policy
+// generation starts ([protectedOf]) and again when due (protSet, on Linux); judging
+// a mutation only compares strings.
 type guarded struct {
 	protect []string // protect entries and the git files that redirect them: RuleProtected
 	policy  []string // the policy file and its lock: RulePolicyFile
@@ -70,13 +71,18 @@ func protectedOf(x policy.Execution) guarded {
 		return g
 	}
 	for _, pp := range x.ProtectedPaths() {
-		if pp.Reason == policy.ProtectPolicy {
-			g.policy = append(g.policy, pp.Path)
-		} else {
-			g.protect = append(g.protect, pp.Path)
-		}
+		g.add(pp)
 	}
 	return g
+}
+
+// add guards pp under the rule its reason names.
+func (g *guarded) add(pp policy.ProtectedPath) {
+	if pp.Reason == policy.ProtectPolicy {
+		g.policy = append(g.policy, pp.Path)
+	} else {
+		g.protect = append(g.protect, pp.Path)
+	}
 }
 
 // place decides one mutation of the canonical host path target under x, whose

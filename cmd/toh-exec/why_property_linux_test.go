@@ -198,14 +198,27 @@ var knownDiscrepancies = []knownDiscrepancy{
 	// bwrap run started now would. (2) ws a linked worktree of outside/repo, protect
 	// []; write outside/repo/.git/worktrees/wt/commondir (allowed by both), then create
 	// outside/repo/.git/objects/x: why denies (outside-writable-roots: the worktree no
-	// longer verifies), the fence allows. The fence resolves its writable roots and
-	// protected paths once per policy generation (fusefence's package doc), why (like
-	// each bwrap run) when asked; a generation lasts until the policy file changes, so
-	// for the fence "the run's own repository" is any made while it is mounted.
+	// longer verifies), the fence allows. The fence resolves its writable roots once
+	// per policy generation and its protected paths then and again at a mutation once
+	// they are older than its cache timeout, leaving out a repository younger than
+	// that (fusefence's package doc); why (like each bwrap run) resolves both when
+	// asked. So the fence may judge by the protected set the tree had before an
+	// earlier operation of the leg.
 	{"fence-protected-set-of-its-generation", "fence",
-		"the fence resolves its roots and protected paths once per policy generation, why when asked",
+		"the fence resolves its roots once per policy generation and its protected paths at most once per cache timeout, why when asked",
 		func(c *whyCase) bool {
-			return c.out.matches(c.fenceModel(c.gen)) && !c.out.matches(c.fenceModel(c.fenceNow()))
+			if c.out.matches(c.fenceModel(c.fenceNow())) {
+				return false
+			}
+			if c.out.matches(c.fenceModel(c.gen)) {
+				return true
+			}
+			for _, prot := range c.earlier {
+				if c.out.matches(c.fenceModel(fenceGen{c.gen.x, prot})) {
+					return true
+				}
+			}
+			return false
 		}},
 }
 
@@ -218,8 +231,11 @@ type whyCase struct {
 	op   policy.Op
 	x    policy.Execution // toh-exec's
 	d    policy.Decision
-	// gen is the fence's policy generation (fence leg only).
+	// gen is the fence's policy generation (fence leg only), earlier the protected
+	// paths of its writable roots before each operation of the leg so far, this one's
+	// included: the sets the fence may have resolved again since.
 	gen              fenceGen
+	earlier          [][]policy.ProtectedPath
 	pf, session, cwd string
 	guards           []policy.ProtectedPath
 	pre              hostFacts
@@ -569,6 +585,7 @@ type legRun struct {
 	history []string
 	perform func(c *whyCase) outcome
 	gen     fenceGen // the fence's policy generation (fence leg)
+	earlier [][]policy.ProtectedPath
 }
 
 func (l *legRun) resolve() policy.Execution {
@@ -633,6 +650,10 @@ func (l *legRun) walk() {
 		abs := l.base + "/" + rel
 		c := &whyCase{leg: l.name, base: l.base, rel: rel, op: op, x: x, guards: x.ProtectedPaths(),
 			gen: l.gen, pf: l.pf, session: l.s.session, cwd: l.h.top}
+		if l.name == "fence" {
+			l.earlier = append(l.earlier, l.gen.x.ProtectedPaths())
+			c.earlier = slices.Clone(l.earlier)
+		}
 		c.d = x.Decide(abs, op)
 		if step == 0 || slices.Contains(whyFixedSeeds, l.s.seed) {
 			l.checkBinary(c)
