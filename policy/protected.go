@@ -131,7 +131,8 @@ func kindOfMissing(p string) PathKind {
 // ".git" or ".git/hooks" and so make git use hooks and configuration of its own,
 // while everything toh protects stays untouched. The reason and entry of such a
 // record are those of the path the link leads to (reason "git" for the links of
-// pointers).
+// pointers); a link that is gone by the time its record is made is PathAbsent, so
+// that no stand-in takes its name.
 //
 // Missing paths get a Kind by [kindOfMissing]. Paths may lie outside every writable
 // root (a pointer can lead anywhere); they are read-only there anyway, and backends
@@ -183,7 +184,7 @@ func (x Execution) ProtectedPaths() []ProtectedPath {
 		for _, e := range plain {
 			add(ProtectedPath{Path: canon.Canonical(r + "/" + e), Reason: ProtectEntry, Entry: e}, false)
 			for _, l := range linksOn(r + "/" + e) {
-				add(ProtectedPath{Path: l, Reason: ProtectEntry, Entry: e}, false)
+				add(ProtectedPath{Path: l, Reason: ProtectEntry, Entry: e}, true)
 			}
 		}
 		if len(git) == 0 {
@@ -194,13 +195,13 @@ func (x Execution) ProtectedPaths() []ProtectedPath {
 			add(ProtectedPath{Path: pointer, Reason: ProtectGit}, false)
 		}
 		for _, l := range links {
-			add(ProtectedPath{Path: l, Reason: ProtectGit}, false)
+			add(ProtectedPath{Path: l, Reason: ProtectGit}, true)
 		}
 		for _, d := range dirs {
 			for _, suffix := range git {
 				add(ProtectedPath{Path: canon.Canonical(d + suffix), Reason: ProtectEntry, Entry: ".git" + suffix, GitDir: d}, false)
 				for _, l := range linksOn(d + suffix) {
-					add(ProtectedPath{Path: l, Reason: ProtectEntry, Entry: ".git" + suffix, GitDir: d}, false)
+					add(ProtectedPath{Path: l, Reason: ProtectEntry, Entry: ".git" + suffix, GitDir: d}, true)
 				}
 			}
 			add(ProtectedPath{Path: d + "/commondir", Reason: ProtectGit, GitDir: d}, true)
