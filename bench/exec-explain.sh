@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
 # bench/exec-explain.sh: where toh-exec's time goes, beyond bench/exec.sh's ratios.
-# Interleaved A/B timings (bench/cmd/abrun) of build variants and of the floors any Go
+# Interleaved A/B timings (bench/cmd/abrun) of toh-exec and of the floors any Go
 # front end pays (bench/cmd/execshim: a Go runtime start plus one execve, or a minimal
 # Go parent that spawns like toh-exec), then perf stat counters and strace syscall
 # counts when those tools are installed.
 #
 #   bench/exec-explain.sh
-#   EXPERIMENT=1 bench/exec-explain.sh   # also time bench/experiments/landlock-launch.patch
+#   EXPERIMENT=1 bench/exec-explain.sh   # also time the patches in bench/experiments/
+#
+# EXPERIMENT=1 applies bench/experiments/spawn-direct.patch (a proposed change to
+# sandbox/run.go: spawn with syscall.ForkExec instead of os/exec) to a copy of HEAD,
+# then early-signals.patch on top (measurement code, env-switched: toh-exec registers
+# the forwarded signals at its start, concurrently with its own work, and never
+# unregisters them); the working tree is never touched.
 #
 # Environment: ROUNDS (300 interleaved rounds), PERF_RUNS (200), EXPERIMENT, KEEP,
 # LLR_VERSION, OUT (bench/results: the report is also written to
@@ -23,37 +29,47 @@ if [[ $OUT != - ]]; then
 	mkdir -p "$OUT"
 	exec > >(tee "$OUT/exec-explain-latest.md")
 fi
-note "building toh-exec (default build and CGO_ENABLED=0) and the helpers into $bin"
-build_toh "$bin/toh-dyn"
-build_toh "$bin/toh-static" CGO_ENABLED=0
+note "building toh-exec and the helpers into $bin"
+build_toh "$bin/toh"
 (cd "$repo" && CGO_ENABLED=0 go build -o "$bin/execshim" ./bench/cmd/execshim)
 build_bench abrun execargv
 install_llr
 
-xdyn="" xstatic=""
+xspawn="" xsig=""
 if [[ ${EXPERIMENT:-0} == 1 ]]; then
-	# The experiment patches a copy of the committed tree; the working tree is never
+	# The experiments patch a copy of the committed tree; the working tree is never
 	# touched.
 	src=$work/src
 	mkdir -p "$src"
 	git -C "$repo" archive HEAD | tar -x -C "$src"
-	if (cd "$src" && git apply "$repo/bench/experiments/landlock-launch.patch"); then
-		(cd "$src" && go build -o "$bin/toh-x-dyn" ./cmd/toh-exec && CGO_ENABLED=0 go build -o "$bin/toh-x-static" ./cmd/toh-exec)
-		xdyn=$bin/toh-x-dyn xstatic=$bin/toh-x-static
+	if (cd "$src" && git apply "$repo/bench/experiments/spawn-direct.patch"); then
+		(cd "$src" && go build -o "$bin/toh-spawn" ./cmd/toh-exec)
+		xspawn=toh-spawn
+		if (cd "$src" && git apply "$repo/bench/experiments/early-signals.patch"); then
+			(cd "$src" && go build -o "$bin/toh-sig" ./cmd/toh-exec)
+			xsig=toh-sig
+		else
+			note "bench/experiments/early-signals.patch no longer applies; that experiment is skipped"
+		fi
 	else
-		note "bench/experiments/landlock-launch.patch no longer applies to HEAD; experiment skipped"
+		note "bench/experiments/spawn-direct.patch no longer applies to HEAD; experiments skipped"
 	fi
 fi
 
-for t in toh-dyn toh-static ${xdyn:+toh-x-dyn} ${xstatic:+toh-x-static}; do
+for t in toh $xspawn $xsig; do
 	"$bin/$t" --probe-cache "$cache/$t.json" --refresh-probe -- true
 	b=$(backend_of "$bin/$t" --probe-cache "$cache/$t.json")
 	[[ $b == bwrap ]] || note "$t: the default chain chose '$b', not bwrap"
+	"$bin/$t" --probe-cache "$cache/$t-ll.json" --bwrap "$work/no-such-bwrap" --refresh-probe -- true
 done
-eval "$("$bin/execargv" -toh-exec "$bin/toh-static" -probe-cache "$cache/toh-static.json")"
+eval "$("$bin/execargv" -toh-exec "$bin/toh" -probe-cache "$cache/toh.json")"
 BW=$BWRAP_CMD
 launcher() { echo "$1 __landlock-run --mode read-only -- true"; }
 T() { echo "$bin/$1 --probe-cache $cache/$1.json ${*:2}"; }
+# The chain with bwrap missing: Landlock, from the warm cache.
+TL() { echo "$bin/$1 --probe-cache $cache/$1-ll.json --bwrap $work/no-such-bwrap ${*:2}"; }
+X() { [[ -z $1 ]] || echo "$2 $(T "$1" "${@:3}")"; }
+XL() { [[ -z $1 ]] || echo "$2 $(TL "$1" "${@:3}")"; }
 LLR=""
 [[ -z $llr ]] || LLR="$llr -ro / -rwfiles /dev/null -- /usr/bin/true"
 
@@ -66,35 +82,38 @@ ab() {
 
 echo "# toh-exec: where the time goes ($(date -u '+%Y-%m-%d %H:%M UTC'))"
 echo
-echo "toh $(git -C "$repo" rev-parse --short HEAD), $(go version | cut -d' ' -f3); default build $(linkage "$bin/toh-dyn"); $(nproc) CPU, kernel $(uname -r); load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "toh $(git -C "$repo" rev-parse --short HEAD), $(go version | cut -d' ' -f3); default build $(linkage "$bin/toh"); $(nproc) CPU, kernel $(uname -r); load $(cut -d' ' -f1-3 /proc/loadavg)"
+[[ -z $xspawn ]] || echo "toh-spawn: HEAD + bench/experiments/spawn-direct.patch${xsig:+; toh-sig: + early-signals.patch (run with TOH_X_EARLYSIG=1)}"
 
-section "Process start: C, an empty Go program, toh-exec --help (dynamic and static)"
-ab /usr/bin/true "$bin/execshim" "$bin/toh-dyn --help" "$bin/toh-static --help"
+section "Process start: C, an empty Go program, toh-exec --help"
+ab /usr/bin/true "$bin/execshim" "$bin/toh --help"
 
-section "bwrap path (read-only): raw bwrap, the Go floor, toh-exec builds"
-ab "$BW" "$bin/execshim $BW" "$bin/execshim -parent $BW" "$(T toh-dyn -- true)" "$(T toh-static -- true)" \
-	"$(T toh-static --runner bwrap -- true)" "GOMAXPROCS=1 $(T toh-static -- true)"
+section "bwrap path (read-only): raw bwrap, the Go floors, toh-exec"
+cmds=("$BW" "$bin/execshim $BW" "$bin/execshim -parent $BW" "$(T toh -- true)" "$(T toh --runner bwrap -- true)")
+for c in "$(X "$xspawn" "" -- true)" "$(X "$xspawn" GOMAXPROCS=1 -- true)" "$(X "$xsig" TOH_X_EARLYSIG=1 -- true)"; do
+	[[ -z $c ]] || cmds+=("$c")
+done
+ab "${cmds[@]}"
 
-section "Landlock path (read-only): landlock-restrict, the launcher stage, toh-exec builds"
+section "Landlock path (read-only): landlock-restrict, the launcher stage, the Go floors, toh-exec"
 cmds=()
 [[ -z $LLR ]] || cmds+=("$LLR")
-cmds+=("$(launcher "$bin/toh-dyn")" "$(launcher "$bin/toh-static")" "$bin/execshim $(launcher "$bin/toh-static")"
-	"$bin/execshim -parent $(launcher "$bin/toh-static")" "$bin/execshim -parent /usr/bin/true"
-	"$(T toh-dyn --runner landlock -- true)" "$(T toh-static --runner landlock -- true)")
-if [[ -n $xstatic ]]; then
-	cmds+=("TOH_X_LANDLOCK=exec $(T toh-x-static --runner landlock -- true)"
-		"TOH_X_LANDLOCK=inproc $(T toh-x-dyn --runner landlock -- true)"
-		"TOH_X_LANDLOCK=inproc $(T toh-x-static --runner landlock -- true)")
-fi
+cmds+=("$(launcher "$bin/toh")" "$bin/execshim $(launcher "$bin/toh")" "$bin/execshim -parent $(launcher "$bin/toh")"
+	"$bin/execshim -parent /usr/bin/true" "$(TL toh -- true)" "$(T toh --runner landlock -- true)")
+for c in "$(XL "$xspawn" "" -- true)" "$(XL "$xsig" TOH_X_EARLYSIG=1 -- true)"; do
+	[[ -z $c ]] || cmds+=("$c")
+done
 ab "${cmds[@]}"
 
 if command -v perf >/dev/null && perf stat -e task-clock true 2>/dev/null; then
 	section "perf stat -r $PERF_RUNS (per run: CPU time of the whole process tree, context switches, page faults)"
 	echo '```'
 	printf '%9s %7s %7s  %s\n' task-ms ctxsw faults command
-	pcmds=(/usr/bin/true "$bin/execshim" "$BW" "$(T toh-dyn -- true)" "$(T toh-static -- true)")
+	pcmds=(/usr/bin/true "$bin/execshim" "$BW" "$(T toh -- true)")
+	[[ -z $xspawn ]] || pcmds+=("$(T "$xspawn" -- true)")
 	[[ -z $LLR ]] || pcmds+=("$LLR")
-	pcmds+=("$(launcher "$bin/toh-static")" "$(T toh-dyn --runner landlock -- true)" "$(T toh-static --runner landlock -- true)")
+	pcmds+=("$(launcher "$bin/toh")" "$(TL toh -- true)")
+	[[ -z $xspawn ]] || pcmds+=("$(TL "$xspawn" -- true)")
 	for c in "${pcmds[@]}"; do
 		# shellcheck disable=SC2086 # the command is split on purpose
 		perf stat -x, -r "$PERF_RUNS" -e task-clock,context-switches,page-faults $c 2>"$work/perf.csv" >/dev/null
@@ -108,11 +127,13 @@ fi
 if command -v strace >/dev/null; then
 	section "strace -f -c: syscalls of one run (process tree), the noisiest kinds"
 	echo '```'
-	for c in "$BW" "$(T toh-dyn -- true)" "$(T toh-static --runner landlock -- true)"; do
+	scmds=("$BW" "$(T toh -- true)" "$(TL toh -- true)")
+	[[ -z $xspawn ]] || scmds+=("$(T "$xspawn" -- true)" "$(TL "$xspawn" -- true)")
+	for c in "${scmds[@]}"; do
 		# shellcheck disable=SC2086
 		strace -f -c -o "$work/strace.txt" $c >/dev/null 2>&1
 		printf '%s\n' "${c//$work/…}"
-		awk '$NF ~ /^(clone|clone3|execve|futex|nanosleep|rt_sigaction|mmap|epoll_pwait|wait4|waitid|total)$/ {
+		awk '$NF ~ /^(clone|clone3|execve|futex|nanosleep|rt_sigaction|mmap|epoll_pwait|wait4|waitid|prctl|total)$/ {
 			printf "  %-14s %6s calls\n", $NF, $4 }' "$work/strace.txt"
 	done
 	echo '```'

@@ -1,6 +1,7 @@
-// Command abrun times commands interleaved: each round runs every command once, in
-// order, so a machine whose speed drifts (other jobs, thermal, a noisy neighbour) slows
-// every command alike instead of whichever hyperfine happened to be measuring. It is
+// Command abrun times commands interleaved: each round runs every command once (in
+// order, and in reverse order every other round), so a machine whose speed drifts
+// (other jobs, thermal, a noisy neighbour) slows every command alike instead of
+// whichever hyperfine happened to be measuring. It is
 // the A/B tool behind bench/exec-explain.sh; bench/exec.sh uses hyperfine.
 //
 // Usage:
@@ -32,7 +33,15 @@ func main() {
 	}
 	times := make([][]float64, len(cmds))
 	for i := 0; i < *warmup+*rounds; i++ {
-		for j, s := range cmds {
+		for k := range cmds {
+			// Every other round runs the commands in reverse order, so neither end of
+			// the list always runs right after the other (a load spike, a cache
+			// another command warmed).
+			j := k
+			if i%2 == 1 {
+				j = len(cmds) - 1 - k
+			}
+			s := cmds[j]
 			c := command(s)
 			t0 := time.Now()
 			if err := c.Run(); err != nil {
