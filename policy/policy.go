@@ -76,7 +76,10 @@
 // same paths. Entries under ".git/" are read relative to every git directory that
 // belongs to a writable root, not to the root: a linked worktree's or a submodule's
 // hooks and config live in git directories elsewhere, and "<root>/.git/hooks" would
-// miss them.
+// miss them. A protected spelling that passes through symbolic links (".git" or
+// ".git/hooks" a link, an entry that is one) protects each link's own name too, in a
+// record of Kind [PathLink]: otherwise a command could retarget ".git" at a
+// repository of its own and leave everything protected untouched.
 //
 // The git rule: ".git/..." entries apply to git directories that exist when the run
 // starts. "git init" must create .git/config and .git/hooks, so a repository created
@@ -179,7 +182,15 @@
 // # Limitations
 //
 //   - Resolve canonicalizes at call time: a workspaceRoot or writableRoots entry spelled
-//     through a symlink follows that symlink's current target.
+//     through a symlink follows that symlink's current target. Where a confined
+//     command could retarget that symlink (its own name lies within a writable root:
+//     writableRoots ["/ws/link"] with /ws the workspace), the next call would get
+//     another root, "/" for a link retargeted to "/". Resolve refuses such a spelling
+//     with a [*MovableRootError] naming the entry, the link and the directory to write
+//     instead, for the session cwd, workspaceRoot, each writableRoots entry and
+//     $TMPDIR alike; never by silently following the link. A directory on the way
+//     that a command replaces by a link (possible where no mountpoint pins it, under
+//     Landlock) is refused at the next call the same way.
 //   - A replaced file is owned by whoever wrote it; only the permission bits are kept.
 //   - Sessions cannot be deleted and logs grow forever; readers refuse files over 64 MiB
 //     (about a million events) with an error rather than run out of memory.

@@ -29,7 +29,9 @@ import (
 //   - TmpDir: canonical(req.TmpDir) when absolute, else "".
 //   - PolicyFile: canonical(req.PolicyFile) when non-empty.
 //
-// An unknown req.SessionID is an error, never a fall-back to the deployment mode.
+// An unknown req.SessionID is an error, never a fall-back to the deployment mode. A
+// writable root spelled through a symlink that lies within a writable root is a
+// [*MovableRootError] (see [Execution.CheckRootSpellings]).
 func Resolve(f *File, req Request) (Execution, error) {
 	if f == nil {
 		f = Default()
@@ -123,6 +125,9 @@ func Resolve(f *File, req Request) (Execution, error) {
 		candidates := append([]string{ws}, f.WritableRoots...)
 		candidates = append(candidates, "/tmp", x.TmpDir)
 		x.WritableRoots = append(x.WritableRoots, canon.WritableRoots(candidates)...)
+	}
+	if err := x.CheckRootSpellings(f, req); err != nil {
+		return Execution{}, err
 	}
 	return x, nil
 }

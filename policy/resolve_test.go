@@ -16,9 +16,21 @@ import (
 //	ws/               the deployment workspace root, also reached via wslink -> ws
 //	extra/            an extra writable root, also reached via extralink -> extra
 //	tmpd/             the caller's $TMPDIR, reached via tmplink -> tmpd
+//
+// It lies outside /tmp: /tmp is a writable root of every workspace-write call, and
+// Resolve refuses a root spelled through a link within a writable root.
 func resolveTree(t *testing.T) string {
 	t.Helper()
-	root, err := filepath.EvalSymlinks(t.TempDir())
+	home, err := os.UserHomeDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := os.MkdirTemp(home, "toh-resolve-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	root, err := filepath.EvalSymlinks(base)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,6 +40,8 @@
 //	network deny                    --unshare-net    TCP rules (ABI >= 4) + non-unix sockets refused
 //	protect, existing paths         read-only binds  (all read-only)       NOT governed
 //	protect, missing paths          stand-ins        (all read-only)       NOT governed
+//	protect, below a non-directory  non-dir pinned   (all read-only)       NOT governed
+//	protect, a symlink's own name   run refused      (all read-only)       NOT governed
 //	missing commondir,              NOT governed     (all read-only)       NOT governed
 //	  config.worktree, policy lock
 //
@@ -70,6 +72,23 @@
 // config and hooks from, for the user's next git command. Seatbelt and the fence deny
 // it. A rung is also only as strong as the weakest run over the same tree at the same
 // time: a concurrent Landlock or danger-full-access run can write protected paths.
+//
+// Two cases where bwrap cannot do what it does for other paths, decided so that runs
+// keep working where that is safe and are refused where it is not ([BwrapArgv] has the
+// details):
+//
+//   - A missing protected path below an existing non-directory ("secrets/key.pem"
+//     while "secrets" is a file) can get no stand-in. It cannot exist while the file
+//     stays, so bwrap pins the file (a writable bind onto itself): the run works and
+//     may write the file, but cannot remove, rename or replace it, so the protected
+//     path cannot be created. Stricter than the policy's answer, which lets the file
+//     be deleted and refuses only making the name again.
+//   - A protected symlink's own name (".git -> elsewhere", ".git/hooks -> ../hooks",
+//     an entry that is or passes through a link) cannot be a mountpoint, and a command
+//     that could replace it could point git at hooks of its own. When such a name lies
+//     within a bound root, [Run] refuses the run before the command starts, with an
+//     error naming the link and the remedies (a "gitdir:" file instead of a .git link,
+//     removing the entry, or the fence, which denies the name itself like Seatbelt).
 //
 // # Fenced runs
 //

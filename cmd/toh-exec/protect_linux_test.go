@@ -691,3 +691,77 @@ func TestProtectedSymlinkNames(t *testing.T) {
 	noStandIns(t, s.ws)
 	s.checkCanary(t)
 }
+
+// TestWritableRootThroughLinkIsRefused (bug 5): a writableRoots entry spelled through
+// a symlink inside the workspace is refused before anything runs (a command could
+// retarget the link, and the next run would make "/" writable). The same attack on a
+// canonical entry, replacing the directory by a link where nothing pins it (under
+// Landlock), lands, and the next run is refused instead of widened. Positive
+// controls: the canonical spelling works, and so does a link outside every root.
+func TestWritableRootThroughLinkIsRefused(t *testing.T) {
+	testutil.RequireBwrap(t)
+	s := newScratch(t)
+	testutil.MakeTree(t, s.ws, "dir data", "link link -> data")
+	testutil.MakeTree(t, s.beside, "dir extra", "link outlink -> extra")
+	ran := filepath.Join(s.ws, "ran")
+	const attack = `touch "$1"; mv data data2 && ln -s / data; echo pwned > "$2"`
+	runWith := func(runner, script string, roots ...string) (envelope, runResult) {
+		t.Helper()
+		b, _ := json.Marshal(roots)
+		f, err := os.CreateTemp(s.beside, "policy-*.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(f, `{"version": 1, "mode": "workspace-write", "workspaceRoot": %q, "protect": [], "writableRoots": %s}`, s.ws, b)
+		f.Close()
+		return tohJSON(t, s.ws, nil, "--policy", f.Name(), "--runner", runner, "--probe-cache", filepath.Join(s.beside, "cache.json"),
+			"-c", script, "sh", ran, s.canary, filepath.Join(s.beside, "outlink", "f"))
+	}
+	refusedRoot := func(what, link string, e envelope, r runResult) {
+		t.Helper()
+		want := fmt.Sprintf("passes through the symbolic link %q, which lies in the writable root %q", link, s.ws)
+		if r.code != exitPolicy || e.Result != nil || e.Error == nil || !strings.Contains(e.Error.Message, want) {
+			t.Fatalf("%s: not refused with %q: %d %+v %+v", what, want, r.code, e.Result, e.Error)
+		}
+		absent(t, ran)
+		s.checkCanary(t)
+	}
+
+	e, r := runWith("bwrap", attack, filepath.Join(s.ws, "link"))
+	refusedRoot("a root through a link in the workspace", filepath.Join(s.ws, "link"), e, r)
+
+	// Positive: a link outside every root is a fine spelling; the run lands.
+	if e, _ := runWith("bwrap", `touch "$1"; echo ok > "$3"`, filepath.Join(s.beside, "outlink")); e.Result == nil || *e.Result.ExitCode != 0 {
+		t.Fatalf("a root through a link outside every root: %+v %+v", e.Result, e.Error)
+	}
+	present(t, ran, "")
+	present(t, filepath.Join(s.beside, "extra", "f"), "ok\n")
+	os.Remove(ran)
+
+	// The canonical spelling is accepted, and under bwrap the nested root is a
+	// mountpoint: the replacement fails (EBUSY) and nothing widens.
+	if e, _ := runWith("bwrap", attack, filepath.Join(s.ws, "data")); e.Result == nil || *e.Result.ExitCode == 0 {
+		t.Fatalf("the canonical root under bwrap: %+v %+v", e.Result, e.Error)
+	}
+	present(t, ran, "")
+	os.Remove(ran)
+	if fi, err := os.Lstat(filepath.Join(s.ws, "data")); err != nil || !fi.IsDir() {
+		t.Fatalf("bwrap let the nested root be replaced: %v", err)
+	}
+	// Under Landlock nothing pins it: the replacement lands (the canary write is
+	// still denied), and the next run is refused instead of making "/" writable.
+	testutil.RequireLandlockABI(t, 1)
+	e, _ = runWith("landlock", attack, filepath.Join(s.ws, "data"))
+	if e.Result == nil || e.Result.Backend != "landlock" {
+		t.Fatalf("the canonical root under Landlock: %+v %+v", e.Result, e.Error)
+	}
+	s.checkCanary(t)
+	os.Remove(ran)
+	if target, err := os.Readlink(filepath.Join(s.ws, "data")); err != nil || target != "/" {
+		t.Fatalf("premise: the command could not replace the root by a link under Landlock: %q %v", target, err)
+	}
+	for _, runner := range []string{"landlock", "bwrap"} {
+		e, r := runWith(runner, attack, filepath.Join(s.ws, "data"))
+		refusedRoot("the run after the replacement ("+runner+")", filepath.Join(s.ws, "data"), e, r)
+	}
+}

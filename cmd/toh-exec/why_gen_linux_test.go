@@ -171,13 +171,16 @@ func genScenario(seed int64) whyScenario {
 		return policy.DangerFullAccess
 	}
 	s.doc = policy.File{Version: 1, Mode: pickMode(), WorkspaceRoot: "$B/ws"}
-	if p(.1) && slices.Contains(s.lines, "link ws/in -> a") {
-		s.doc.WorkspaceRoot = "$B/ws/in/.." // canonicalized before cleaning: the workspace
+	// Roots are never spelled through a link within a writable root ("$B/ws/in/..",
+	// "$B/ws/toextra"): Resolve refuses those (policy.MovableRootError), since a
+	// command could retarget the link.
+	if p(.1) && slices.Contains(s.lines, "link outside/back -> $B/ws/a") {
+		s.doc.WorkspaceRoot = "$B/outside/back/.." // canonicalized before cleaning: the workspace
 	}
 	if extra && p(.6) {
 		root := "$B/extra"
 		if p(.4) && slices.Contains(s.lines, "link ws/toextra -> $B/extra") {
-			root = "$B/ws/toextra"
+			root = "$B/outside/../extra"
 		}
 		s.doc.WritableRoots = append(s.doc.WritableRoots, root)
 	}

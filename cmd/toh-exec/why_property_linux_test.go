@@ -142,17 +142,32 @@ var knownDiscrepancies = []knownDiscrepancy{
 			return c.d.Allow && c.out.result == "EBUSY" && (c.op == policy.OpDelete || c.op == policy.OpRename) &&
 				slices.Contains(c.boundRoots(), c.d.Target)
 		}},
-	// GAP. Reproducer: "file ws/secrets not a directory", protect ["secrets/key.pem"],
-	// workspace-write; any command: toh-exec exits 124 ("protected path component
-	// .../ws/secrets is no longer a directory"). A path below a regular file cannot
-	// exist, so there is nothing to keep from being created, yet every bwrap run of
-	// the workspace refuses to start (a denial of service a Landlock or unconfined run
-	// can plant). why answers for the paths.
-	{"bwrap-stand-in-below-a-file", "bwrap",
-		"GAP: a protect entry below a regular file makes every bwrap run refuse to start (exit 124)",
+	// Reproducer: "file ws/secrets not a directory", protect ["secrets/key.pem"];
+	// delete ws/secrets: why allows (deleting it removes nothing protected; creating
+	// "secrets" again is what why refuses), bwrap fails with EBUSY: it pins the file
+	// that keeps the protected path from existing, since it cannot refuse the name
+	// once it is gone (sandbox.BwrapArgv). Stricter than why, on the safe side.
+	{"bwrap-pins-a-non-directory-above-a-protected-path", "bwrap",
+		"bwrap pins the non-directory that keeps a missing protected path from existing, so it cannot be removed",
 		func(c *whyCase) bool {
-			return c.out.exit == exitCannotStart && strings.Contains(c.out.stderr, "is no longer a directory") &&
-				slices.ContainsFunc(c.guards, func(g policy.ProtectedPath) bool { return !g.Exists && belowNonDir(g.Path) })
+			return c.d.Allow && c.out.result == "EBUSY" && c.op == policy.OpDelete &&
+				slices.ContainsFunc(c.guards, func(g policy.ProtectedPath) bool {
+					return !g.Exists && g.Path != c.d.Target && canon.LexicallyWithin(g.Path, c.d.Target) &&
+						belowNonDir(g.Path) && innermost(g.Path, c.boundRoots()) != ""
+				})
+		}},
+	// Reproducer: "dir outside/gd" (a repository), "link ws/.git -> $B/outside/gd",
+	// default protect, workspace-write; any command: toh-exec exits 124 ("protected
+	// path .../ws/.git is a symbolic link in the writable root ..."). bwrap cannot
+	// mount over a symlink, so it refuses a run in which a protected link's own name
+	// lies within a root it binds (sandbox.BwrapArgv); why answers for the paths.
+	{"bwrap-refuses-a-protected-link", "bwrap",
+		"bwrap refuses to run while a protected symlink's own name lies within a bound root (exit 124)",
+		func(c *whyCase) bool {
+			return c.out.exit == exitCannotStart && strings.Contains(c.out.stderr, "is a symbolic link in the writable root") &&
+				slices.ContainsFunc(c.guards, func(g policy.ProtectedPath) bool {
+					return g.Kind == policy.PathLink && innermost(g.Path, c.boundRoots()) != ""
+				})
 		}},
 	// Not generated (the trees live outside /tmp), listed for readers: bwrap's /tmp is
 	// a private tmpfs, so a mutation there succeeds without reaching the host and a
