@@ -81,10 +81,10 @@ mkdir -p "$bin" "$ws" "$cache" "$raw" "$work/config"
 # What is ours to find afterwards: fence mounts (type fuse.toh) on the host under
 # $work or on /tmp (the Landlock runner fences /tmp too, in the run's namespace),
 # toh-fence-* directories (fencerun's host mountpoints for non-root callers), and
-# processes running our binary.
+# processes running our binaries.
 fence_mounts() { awk -v w="$work" '$3 == "fuse.toh" && (index($2, w) == 1 || $2 == "/tmp") {print $2}' /proc/self/mounts; }
 fence_dirs() { ls -d /tmp/toh-fence-* /run/user/*/toh-fence-* 2>/dev/null | sort || true; }
-our_procs() { pgrep -a -f "^$bin/toh-exec" || true; }
+our_procs() { pgrep -a -f "^$bin/toh-" || true; }
 dirs_before=$(fence_dirs)
 
 cleanup() {
@@ -112,7 +112,7 @@ if [[ -n $REV ]]; then
 	REV=$(git -C "$repo" rev-parse --short "$REV^{commit}") || die "no commit $REV"
 	git -C "$repo" archive "$REV" | tar -x -C "$src"
 fi
-note "building toh-exec and toh-mount (--fence may run it beside toh-exec) from ${REV:-the working tree} into $bin"
+note "building toh-exec and toh-mount (--fence runs it beside toh-exec) from ${REV:-the working tree} into $bin"
 (cd "$src" && go build -o "$toh" ./cmd/toh-exec && go build -o "$bin/toh-mount" ./cmd/toh-mount)
 
 pc=$cache/probe-cache.json
@@ -163,12 +163,12 @@ for r in $RUNNERS; do
 			die "$r $w with --fence: unexpected result $out"
 	done
 	if ((needs_tree)); then
-		out=$(cd "$tree" && $TOH --runner $r --fence --json -- sh -c 'echo x >.git/hooks/fencebench' || true)
+		out=$(cd "$tree" && $TOH --runner "$r" --fence --json -- sh -c 'echo x >.git/hooks/fencebench' || true)
 		jq -e '.result.denials | map(select(.rule == "protected" and (.path | endswith("/.git/hooks/fencebench")))) | length == 1' <<<"$out" >/dev/null ||
 			die "$r: the denied write was not recorded: $out"
 		[[ ! -e $tree/.git/hooks/fencebench ]] || die "$r: a denied write landed"
 	fi
-	roots[$r]=$(cd "$ws" && $TOH --runner $r --fence --json -- true | jq -r '.result.fence.roots | join(", ")')
+	roots[$r]=$(cd "$ws" && $TOH --runner "$r" --fence --json -- true | jq -r '.result.fence.roots | join(", ")')
 done
 commits_before=0
 ((needs_tree)) && commits_before=$(git -C "$tree" rev-list --count HEAD)
@@ -253,7 +253,7 @@ d=$(comm -13 <(echo "$dirs_before") <(fence_dirs) | grep . || true)
 [[ -z $d ]] && checks+=("no toh-fence-* directory left in /tmp or /run/user") || checks+=("**left behind: $d**")
 sleep 0.2
 p=$(our_procs)
-[[ -z $p ]] && checks+=("no toh-exec process of this run left") || checks+=("**processes left: $p**")
+[[ -z $p ]] && checks+=("no toh-exec or toh-mount process of this run left") || checks+=("**processes left: $p**")
 
 breakdown=""
 if ((BREAKDOWN)); then
