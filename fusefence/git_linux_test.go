@@ -17,8 +17,9 @@ import (
 // test's base, no system configuration), so that nothing of the machine's setup
 // decides an outcome.
 type gitRunner struct {
-	t   *testing.T
-	env []string
+	t    *testing.T
+	env  []string
+	home string
 }
 
 func newGit(t *testing.T, base string) *gitRunner {
@@ -35,14 +36,18 @@ func newGit(t *testing.T, base string) *gitRunner {
 	if err := os.WriteFile(filepath.Join(home, ".gitconfig"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return &gitRunner{t: t, env: []string{"HOME=" + home, "GIT_CONFIG_NOSYSTEM=1", "LC_ALL=C",
+	return &gitRunner{t: t, home: home, env: []string{"HOME=" + home, "GIT_CONFIG_NOSYSTEM=1", "LC_ALL=C",
 		"GIT_TERMINAL_PROMPT=0", "PATH=" + os.Getenv("PATH")}}
 }
 
-// run runs git in dir and returns its combined output.
+// run runs git in dir and returns its combined output. git changes into dir itself
+// (-C): this process serves the mount, and a child it forks must not touch the
+// mount before exec (Go forks with CLONE_VFORK from a thread that keeps its P, so
+// a garbage collection starting meanwhile stops every goroutine, the FUSE server's
+// included, and the child's chdir, which may need an answer from it, never returns).
 func (g *gitRunner) run(dir string, args ...string) (string, error) {
-	cmd := exec.Command("git", args...)
-	cmd.Dir, cmd.Env = dir, g.env
+	cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
+	cmd.Dir, cmd.Env = g.home, g.env
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
