@@ -834,7 +834,8 @@ func TestNestedWritableRootRemovable(t *testing.T) {
 // TestGitInitInTheRun: the git rule of policy.Execution.ProtectedPaths is that
 // entries under .git/ apply to git directories that exist when the policy generation
 // is resolved. A repository the run creates in a root where there was none is the
-// run's own: git init may write its hooks and config. From the next generation on it
+// run's own: git init may write its hooks and config. From the next generation on
+// (or once it is older than the bound: TestNewRepositoryProtectedAfterTheBound) it
 // is a git directory of the root like any other.
 func TestGitInitInTheRun(t *testing.T) {
 	e := newEnv(t, policy.WorkspaceWrite)
