@@ -50,8 +50,9 @@ func (n *node) rel() string {
 	return strings.Join(segs, "/")
 }
 
-// maxTreeDepth bounds a walk up the node tree: deeper than any path the kernel can
-// send (PATH_MAX is 4096 bytes, two per level at least).
+// maxTreeDepth bounds a walk up the node tree. A node deeper than that has a host
+// path longer than PATH_MAX (4096 bytes, two per level at least), which no host
+// call the fence makes would take anyway.
 const maxTreeDepth = 4096
 
 // unreachable is the last component of the path of a node whose chain of parents
