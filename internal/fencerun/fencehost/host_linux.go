@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -356,6 +357,10 @@ func StageMain(args []string) int {
 		return 125
 	}
 	argv := args[1:]
+	// Capabilities are per thread: the ambient set is cleared, and the runner
+	// exec'd, on this one thread (main's), or a thread still holding the ambient
+	// CAP_SYS_ADMIN could be the one that execs.
+	runtime.LockOSThread()
 	unix.CloseOnExec(fd)
 	s := stage{fd: fd}
 	if err := s.setup(cwd, roots, binds); err != nil {
