@@ -112,6 +112,9 @@
 //     file hard-linked inside the workspace (git's local clones link objects, which
 //     are never written; pnpm links package files) is read-only through the fence.
 //     unlink and rename of such a file are allowed: they change names, not the file.
+//     Such a file is one inode to the kernel, judged under the name it was last
+//     looked up by: a change of its content is denied under any name, as
+//     multiply-linked inside a root and as outside-writable-roots outside.
 //   - Device nodes are denied by mknod in every mode, danger-full-access included.
 //     FIFOs and sockets follow the policy. The mount is nodev and nosuid.
 //   - ioctls: FS_IOC_GETFLAGS and FS_IOC_FSGETXATTR (read-only inode flag queries,

@@ -194,6 +194,20 @@ var knownDiscrepancies = []knownDiscrepancy{
 			return c.op == policy.OpWrite && c.out.result == "EACCES" && c.out.rule == fusefence.RuleMultiplyLinked &&
 				c.pre.nlink > 1 && c.fenceModel(c.gen) == fusefence.RuleMultiplyLinked
 		}},
+	// Reproducer: "file outside/canary precious", "hardlink ws/hl -> outside/canary",
+	// "link ws/outf -> $B/outside/canary"; delete outside/canary (denied: the kernel
+	// looks it up), write ws/hl, write ws/outf: why denies (outside-writable-roots),
+	// the fence denies as multiply-linked. The mount shows ws/outf as a link to
+	// outside/canary, whose inode the kernel reaches through the cached entry, and
+	// the fence names an inode with several links by the name it was last looked up
+	// by (ws/hl, in the root). Only the rule of a denial differs, never a decision:
+	// content changes of such a file are denied under either name.
+	{"fence-multiply-linked-name", "fence",
+		"the fence names a file with several links by the name the kernel last looked it up by",
+		func(c *whyCase) bool {
+			return c.op == policy.OpWrite && !c.d.Allow && c.out.result == "EACCES" && c.pre.nlink > 1 &&
+				(c.out.rule == fusefence.RuleMultiplyLinked || c.out.rule == fusefence.RuleOutside)
+		}},
 	// Reproducer: "dir outside/d", "link outside/d/deep -> ../../ws/a/missing",
 	// "link ws/out -> $B/outside/d"; rename ws/out/deep (ENOENT: through ws/out the
 	// link is hidden, fence-hidden-link), then rename outside/d/deep: ENOENT as well,
