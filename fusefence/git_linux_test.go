@@ -133,7 +133,7 @@ func TestNewRepositoryProtectedAfterTheBound(t *testing.T) {
 // (.git/modules/sub) and of the worktree's gitdir (.git/worktrees/wt), once each
 // is older than the bound.
 func TestGitThroughTheFence(t *testing.T) {
-	const bound = 3 * time.Second // Config.Timeout: room for the steps within it
+	const bound = 5 * time.Second // Config.Timeout: room for the steps within it, even under load
 	e := newEnvTimeout(t, policy.WorkspaceWrite, bound, "file src/f hello", "file src/g two")
 	g := newGit(t, e.base)
 	sub := filepath.Join(e.base, "subsrc") // outside SOURCE, read directly
