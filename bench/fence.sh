@@ -3,7 +3,7 @@
 # fence, measured in one session (issue 5, "Speed"). See bench/README.md, section
 # "toh-exec --fence", for the workloads, the results and where the time goes.
 #
-#   sudo bench/fence.sh                    # 12 rounds, ~7 minutes; writes results/fence-<date>.md
+#   sudo bench/fence.sh                    # 12 rounds, ~8 minutes; writes results/fence-<date>.md
 #   sudo REPS=2 RUNS_GIT=5 OUT=- bench/fence.sh   # a quick look, nothing recorded
 #   sudo WORKLOADS="true status" RUNNERS=bwrap OUT=- bench/fence.sh
 #
@@ -32,8 +32,9 @@
 #   WARMUP      hyperfine warmup runs per command per round (2)
 #   RUNNERS     subset of: bwrap landlock (both)
 #   WORKLOADS   subset of: true status commit-empty commit-files (all)
-#   BREAKDOWN   1: also a strace timeline of the true runs and FUSE request counts of
-#               one run of each workload (perf, fuse:fuse_request_send) (1)
+#   BREAKDOWN   1: also a timeline of the true runs (perf: exec, mount and exit
+#               tracepoints), process start floors, and FUSE request counts of one run
+#               of each workload (perf, fuse:fuse_request_send) (1)
 #   WORKBASE    where the scratch directory goes (/var/tmp); not under /tmp, which is a
 #               writable root of workspace-write (a probe cache there is ignored, and
 #               under bwrap /tmp is a private tmpfs that would hide the workspace)
@@ -42,7 +43,7 @@
 #   KEEP=1      keep the scratch directory (binaries, tree, raw hyperfine JSON)
 #
 # Needs go, git, hyperfine (installed with apt-get when missing), bwrap and jq;
-# strace and perf for the breakdown. Everything it creates is in one scratch directory,
+# perf for the breakdown. Everything it creates is in one scratch directory,
 # removed at the end; it mounts nothing on the host and so unmounts nothing. It checks
 # afterwards that no fence mount, toh-fence-* directory or toh-exec process of its own
 # was left behind, and that every commit landed.
@@ -257,48 +258,53 @@ p=$(our_procs)
 
 breakdown=""
 if ((BREAKDOWN)); then
-	# Where the time of `toh-exec -- true` goes: strace -f with a seccomp filter (only
-	# the traced calls stop), median over 15 runs of each step, in ms. Strace slows
-	# every step a little, so read the steps against each other, not against the table.
+	# Where the time of `toh-exec -- true` goes: perf records three tracepoints in
+	# toh-exec's process tree (every exec with its file name, every mount(2), every
+	# exit), which costs next to nothing, unlike strace's stops; median over 21 runs
+	# (after 2 untimed) of each step, in ms.
 	timeline() { # RUNNER FENCE: prints one line of step durations
-		strace -f --seccomp-bpf -qq -ttt -s 256 -e trace=execve,mount,exit_group -e signal=none \
-			-o "$raw/st.txt" $TOH --runner "$1" $2 -- true 2>/dev/null
-		# Each step starts at the entry of the call that begins it (strace prints an
-		# execve that another thread interrupts as "<unfinished ...>"). The fence
-		# host's and the stage's argvs carry the runner's argv after theirs, so a
-		# program is recognised by its own first argument.
-		awk -v fence="$2" '
-			NR == 1 { t0 = $2 }
-			{ end = $2 }
-			/ execve\(/ {
-				if ($0 ~ /execve\("[^"]*", \["[^"]*", "__fence-run"/) host = $2
-				else if ($0 ~ /execve\("[^"]*", \["[^"]*", "__fence-stage"/) stage = $2
-				else if ($0 ~ /execve\("\/usr\/bin\/bwrap"|execve\("[^"]*", \["[^"]*", "__landlock-run"/ && !runner) runner = $2
-				else if ($0 ~ /execve\("\/usr\/bin\/true"/) { cmd = $2; cmdpid = $1 }
+		perf record -q -o "$raw/tl.data" -e sched:sched_process_exec,syscalls:sys_enter_mount,sched:sched_process_exit \
+			-- $TOH --runner "$1" $2 -- true >/dev/null 2>&1 || true
+		# The first toh-mount exec is the fence host, the second the stage; the
+		# stage's first mount with MS_NOSUID|MS_NODEV alone is its first FUSE mount; the
+		# runner is bwrap or the second toh-exec (the Landlock launcher).
+		perf script -i "$raw/tl.data" -F pid,time,event,trace 2>/dev/null | awk -v fence="$2" '
+			{ t = $2 + 0; if (!t0) t0 = t; end = t }
+			$3 == "sched:sched_process_exec:" {
+				f = $4; sub(/^filename=/, "", f); n = split(f, parts, "/"); base = parts[n]
+				if (base == "toh-mount") { if (!host) host = t; else if (!stage) { stage = t; stagepid = $1 } }
+				else if (base == "bwrap" && !runner) runner = t
+				else if (base == "toh-exec" && t > t0 && !runner) runner = t
+				else if (f == "/usr/bin/true") { cmd = t; cmdpid = $1 }
 			}
-			/ mount\("toh"/ && !mnt { mnt = $2 }
-			/ exit_group\(/ && $1 == cmdpid { cmdexit = $2 }
+			$3 == "syscalls:sys_enter_mount:" && $1 == stagepid && /flags: 0x00000006/ && !mnt { mnt = t }
+			$3 == "sched:sched_process_exit:" && $1 == cmdpid && cmd && !cmdexit { cmdexit = t }
 			function d(a, b) { return (b - a) * 1000 }
 			END {
 				if (fence != "") printf "%.2f %.2f %.2f %.2f ", d(t0, host), d(host, stage), d(stage, mnt), d(mnt, runner)
 				else printf "%.2f 0 0 0 ", d(t0, runner)
 				printf "%.2f %.2f %.2f %.2f\n", d(runner, cmd), d(cmd, cmdexit), d(cmdexit, end), d(t0, end)
-			}' "$raw/st.txt"
+			}'
 	}
-	if command -v strace >/dev/null; then
+	if command -v perf >/dev/null && perf list 'sched:sched_process_exec' 2>/dev/null | grep -q sched_process_exec; then
 		bd="| runner | fence | toh-exec start → exec of the fence host (or of the runner) | host start → stage exec | stage start → first FUSE mount | first mount → runner exec (INIT, serve, ack, chdir) | runner exec → command exec | command | command exit → toh-exec exit | total |"$'\n'"|---|---|--:|--:|--:|--:|--:|--:|--:|--:|"
 		cd "$ws"
+		# Interleaved: every pass runs each configuration once, so a burst of load
+		# hits all of them alike.
+		for ((k = 0; k < 23; k++)); do
+			for r in $RUNNERS; do
+				for f in "" --fence; do timeline "$r" "$f" >>"$raw/tl-$r${f:+-fence}.txt"; done
+			done
+		done
 		for r in $RUNNERS; do
 			for f in "" --fence; do
-				: >"$raw/tl.txt"
-				for ((k = 0; k < 17; k++)); do timeline "$r" "$f" >>"$raw/tl.txt"; done
 				bd+=$'\n'"| $r | ${f:-no} | $(awk 'NR > 2 { for (i = 1; i <= NF; i++) c[i] = c[i] " " $i } END {
 					for (i = 1; i <= 8; i++) { n = split(c[i], a, " "); for (x = 1; x <= n; x++) for (y = x + 1; y <= n; y++) if (a[y] < a[x]) { t = a[x]; a[x] = a[y]; a[y] = t }
-						printf "%s%.1f", (i > 1 ? " | " : ""), a[int((n + 1) / 2)] } }' "$raw/tl.txt") |"
+						printf "%s%.1f", (i > 1 ? " | " : ""), a[int((n + 1) / 2)] } }' "$raw/tl-$r${f:+-fence}.txt") |"
 			done
 		done
 		cd - >/dev/null
-		breakdown+=$'\n\n'"Timeline of \`toh-exec --mode workspace-write [--fence] --runner R -- true\` under \`strace -f --seccomp-bpf\` (ms, median of 15 runs after 2 untimed):"$'\n\n'"${bd//| 0.0 | 0.0 | 0.0 |/| — | — | — |}"
+		breakdown+=$'\n\n'"Timeline of \`toh-exec --mode workspace-write [--fence] --runner R -- true\` from perf (tracepoints sched_process_exec, sys_enter_mount, sched_process_exit; ms, median of 21 runs after 2 untimed, the four configurations interleaved):"$'\n\n'"${bd//| 0.0 | 0.0 | 0.0 |/| — | — | — |}"
 	fi
 	# The floor of each extra process a fenced run starts: the fence host and the stage
 	# are both toh-mount (which links go-fuse; toh-exec does not).
