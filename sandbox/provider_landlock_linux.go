@@ -34,7 +34,13 @@ func (l *landlockProvider) Confine(argv []string, pol policy.Execution) (Confine
 	}
 	var fenced []string
 	if pol.Fence && pol.Mode == policy.WorkspaceWrite {
-		fenced = append(fenced, pol.WritableRoots...)
+		for _, r := range pol.WritableRoots {
+			// The host's /tmp stays unfenced: a FUSE mirror cannot carry the Unix
+			// sockets and FIFOs other programs keep there (ssh-agent, X11, tmux).
+			if r != "/tmp" {
+				fenced = append(fenced, r)
+			}
+		}
 	}
 	return Confined{
 		FencedRoots:        fenced,

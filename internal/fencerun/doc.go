@@ -33,10 +33,12 @@
 //
 // # Decisions
 //
-//   - Which roots: under bwrap every bound writable root ("/tmp" is a private tmpfs
-//     there, nothing to fence); under Landlock every writable root. read-only has no
-//     writable roots, so nothing is fenced and the result says so (fence.roots is
-//     empty, denied comes from the dialect alone).
+//   - Which roots: every writable root but "/tmp". Under bwrap /tmp is a private
+//     tmpfs (nothing to fence); under Landlock it is the host's, where other
+//     programs keep Unix sockets and FIFOs that a FUSE mirror cannot carry (see
+//     Limitations); the price is that a protected path under /tmp stays as
+//     unprotected as Landlock alone leaves it (a partial run either way). read-only has no writable roots, so nothing is fenced and the
+//     result says so (fence.roots is empty, denied comes from the dialect alone).
 //   - Protected paths inside fenced roots are left to the fence (bwrap rebinds them
 //     read-only otherwise, and its EROFS would never reach the fence); the policy
 //     file, its lock and the probe cache keep bwrap's read-only rebinds as well.
@@ -51,6 +53,17 @@
 //     reaches a fenced root gets ENOTCONN, never the unfenced directory.
 //   - The policy is the run's, fixed at the start like the runner's; a policy change
 //     during the run applies to the next run.
+//
+// # Limitations
+//
+//   - IPC endpoints inside a fenced root are not shared with processes outside the
+//     run: connecting to a Unix socket there is refused, and a FIFO there is a
+//     different pipe inside the run than outside (a writer waits for a reader that
+//     never comes: the run hangs). FUSE mirrors files, not kernel objects. Keep
+//     such endpoints out of fenced roots, or run without --fence.
+//   - Each run gets a fresh mount with nothing cached: a command that stats a whole
+//     tree (git status on 11,000 files) pays one FUSE round trip per file; see
+//     bench/README.md for the figures.
 //
 // Only Linux has the fence; elsewhere [New] fails and a fenced run does not start;
 // so does a run whose toh-mount is missing.
