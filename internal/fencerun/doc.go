@@ -37,8 +37,9 @@
 //     tmpfs (nothing to fence); under Landlock it is the host's, where other
 //     programs keep Unix sockets and FIFOs that a FUSE mirror cannot carry (see
 //     Limitations); the price is that a protected path under /tmp stays as
-//     unprotected as Landlock alone leaves it (a partial run either way). read-only has no writable roots, so nothing is fenced and the
-//     result says so (fence.roots is empty, denied comes from the dialect alone).
+//     unprotected as Landlock alone leaves it (a partial run either way).
+//     read-only has no writable roots, so nothing is fenced and the result says so
+//     (fence.roots is empty, denied comes from the dialect alone).
 //   - Protected paths inside fenced roots are left to the fence (bwrap rebinds them
 //     read-only otherwise, and its EROFS would never reach the fence); the policy
 //     file, its lock and the probe cache keep bwrap's read-only rebinds as well.
