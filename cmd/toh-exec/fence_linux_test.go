@@ -189,8 +189,8 @@ func TestFenceConcurrentRunsSeeOnlyTheirOwnRecords(t *testing.T) {
 	wg.Wait()
 	for i := range n {
 		e := results[i]
-		if e.Result == nil || e.Result.Denials == nil {
-			t.Fatalf("run %d: no result: %s %s", i, outs[i].stdout, outs[i].stderr)
+		if e.Result == nil || e.Result.Denials == nil || e.Error != nil {
+			t.Fatalf("run %d: no result, or an error: %s %s", i, outs[i].stdout, outs[i].stderr)
 		}
 		own := filepath.Join(s.ws, fmt.Sprintf(".git/hooks/h%d", i))
 		ds := *e.Result.Denials

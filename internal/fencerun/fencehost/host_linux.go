@@ -46,20 +46,33 @@ type Run struct {
 	self  string
 	pol   policy.Execution
 	roots []string
+	// umask is the process's umask when the run was prepared: the stage restores
+	// it before the exec, since serving a fence sets this process's umask to 0
+	// (fusefence.Mount) and a stage started after that would pass 0 on.
+	umask int
 
 	conn  *net.UnixConn
 	child *os.File
 
 	// For a caller other than root: the fences are mounted by fusermount3 on
-	// mountpoints in the private directory tmp, one per root, before the stage
-	// starts; the stage binds them onto the roots.
-	tmp        string
+	// mountpoints in the user's fence directory, one per root, before the stage
+	// starts, holding lock; the stage binds them onto the roots.
+	lock       *os.File
 	hostMounts []string
 
 	mu      sync.Mutex
 	denials []sandbox.Denial
 	dropped int
+	// closed is set once the records are collected: a denial after that (a
+	// leftover process of a Landlock run) is never answered, so it cannot be
+	// refused without being on record; the host's exit then fails it with
+	// ENOTCONN.
+	closed bool
 }
+
+// never is not closed: a denial after the records were collected waits on it
+// until the host exits.
+var never = make(chan struct{})
 
 // New prepares the fence for a run confined by pol whose runner argv expects roots
 // to be fenced. self is the absolute path of the toh-mount binary (the stage).
@@ -70,7 +83,10 @@ func New(self string, pol policy.Execution, roots []string) (*Run, error) {
 	rs := append([]string(nil), roots...)
 	// Outermost first: a root inside another is mounted through the outer fence.
 	sort.SliceStable(rs, func(i, j int) bool { return strings.Count(rs[i], "/") < strings.Count(rs[j], "/") })
-	return &Run{self: self, pol: pol, roots: rs}, nil
+	// Read without changing it (Umask sets and returns the old value).
+	mask := unix.Umask(0o022)
+	unix.Umask(mask)
+	return &Run{self: self, pol: pol, roots: rs, umask: mask}, nil
 }
 
 // Wrap turns cmd into the fence stage, in a new mount namespace (and a new user
@@ -91,7 +107,8 @@ func (r *Run) Wrap(cmd *exec.Cmd) error {
 	r.conn = c.(*net.UnixConn)
 	r.child = os.NewFile(uintptr(fds[1]), "fence-stage")
 
-	args := []string{r.self, fencerun.StageArg, "--fd", strconv.Itoa(3 + len(cmd.ExtraFiles)), "--cwd", cmd.Dir, "--path", cmd.Path}
+	args := []string{r.self, fencerun.StageArg, "--fd", strconv.Itoa(3 + len(cmd.ExtraFiles)), "--cwd", cmd.Dir, "--path", cmd.Path,
+		"--umask", strconv.FormatInt(int64(r.umask), 8)}
 	if os.Geteuid() != 0 {
 		if err := r.mountOnHost(); err != nil {
 			r.cleanup()
@@ -156,6 +173,9 @@ func (r *Run) Started() error {
 			if err := r.detachHostMounts(); err != nil {
 				return fmt.Errorf("fence: %w", err)
 			}
+			// Nothing is left in the private directory: it goes now, so a host
+			// killed during the run leaves nothing behind on the host.
+			r.cleanup()
 			if _, err := r.conn.Write([]byte{msgGo}); err != nil {
 				return fmt.Errorf("fence: %w", err)
 			}
@@ -198,6 +218,9 @@ func (r *Run) Finished() (*sandbox.FenceFacts, string) {
 		r.child.Close()
 	}
 	r.cleanup()
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
 	failure := ""
 	if r.conn != nil {
 		// The stage is gone: whatever it sent is already queued.
@@ -224,7 +247,8 @@ func (r *Run) Finished() (*sandbox.FenceFacts, string) {
 }
 
 // mountOnHost mounts one fence per root, through fusermount3 as toh-mount does for
-// such a caller, on mountpoints in a fresh directory only the caller can enter.
+// such a caller, on mountpoints in a directory only the caller can enter, inside the
+// run's window (hostmounts_linux.go).
 //
 // Why not mount inside the stage's user namespace, as for root: a FUSE file system
 // mounted there can only show the IDs that namespace maps (the caller's own), and
@@ -232,21 +256,22 @@ func (r *Run) Finished() (*sandbox.FenceFacts, string) {
 // (HAS_UNMAPPED_ID), so a workspace directory of another group would be unwritable.
 // Mounted by fusermount3, the fence shows the host's IDs as they are. The price is
 // that the mounts exist in the host's namespace while the stage starts, in a 0700
-// directory; they are detached before the command runs.
+// directory; they are detached before the command runs, and the rules in
+// hostmounts_linux.go keep other namespaces that copied them meanwhile unharmed.
 func (r *Run) mountOnHost() error {
-	base := os.Getenv("XDG_RUNTIME_DIR")
-	if fi, err := os.Stat(base); base == "" || err != nil || !fi.IsDir() {
-		base = ""
-	}
-	tmp, err := os.MkdirTemp(base, "toh-fence-")
+	dir, err := mountDir(r.pol)
 	if err != nil {
 		return fmt.Errorf("fence: %w", err)
 	}
-	r.tmp = tmp
+	lock, err := lockMountDir(dir)
+	if err != nil {
+		return fmt.Errorf("fence: %w", err)
+	}
+	r.lock = lock
 	src := staticPolicy{x: r.pol}
 	for i, root := range r.roots {
-		mp := fmt.Sprintf("%s/%d", tmp, i)
-		if err := os.Mkdir(mp, 0o700); err != nil {
+		mp, err := prepareMountpoint(dir, i)
+		if err != nil {
 			return fmt.Errorf("fence: %w", err)
 		}
 		if _, err := fusefence.Mount(fusefence.Config{Source: root, Mountpoint: mp, Policy: src, OnDeny: r.record}); err != nil {
@@ -258,7 +283,8 @@ func (r *Run) mountOnHost() error {
 }
 
 // detachHostMounts lazily unmounts the host's copies of the fences; the run's
-// namespace keeps its own, so the fences go on serving it.
+// namespace keeps its own, so the fences go on serving it. The mountpoints stay
+// (see hostmounts_linux.go).
 func (r *Run) detachHostMounts() error {
 	for len(r.hostMounts) > 0 {
 		mp := r.hostMounts[len(r.hostMounts)-1]
@@ -266,24 +292,28 @@ func (r *Run) detachHostMounts() error {
 			return err
 		}
 		r.hostMounts = r.hostMounts[:len(r.hostMounts)-1]
-		os.Remove(mp)
 	}
 	return nil
 }
 
-// cleanup removes what mountOnHost left, whatever happened.
+// cleanup detaches what mountOnHost left, whatever happened, and ends the run's
+// window.
 func (r *Run) cleanup() {
-	if r.tmp == "" {
+	if r.lock == nil {
 		return
 	}
 	_ = r.detachHostMounts()
-	os.RemoveAll(r.tmp)
-	r.tmp = ""
+	r.lock.Close()
+	r.lock = nil
 }
 
 // record keeps one denial; it runs inside the denied FUSE request.
 func (r *Run) record(ev fusefence.Event) {
 	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		<-never
+	}
 	defer r.mu.Unlock()
 	if len(r.denials) >= fencerun.MaxDenials {
 		r.dropped++
@@ -325,6 +355,7 @@ func receivedFD(oob []byte) (int, error) {
 func StageMain(args []string) int {
 	var (
 		fd    = -1
+		umask = -1
 		cwd   string
 		path  string
 		roots []string
@@ -342,6 +373,10 @@ func StageMain(args []string) int {
 			cwd = args[1]
 		case "--path":
 			path = args[1]
+		case "--umask":
+			if m, err := strconv.ParseUint(args[1], 8, 12); err == nil {
+				umask = int(m)
+			}
 		case "--root":
 			roots = append(roots, args[1])
 		case "--bind":
@@ -352,7 +387,7 @@ func StageMain(args []string) int {
 		}
 		args = args[2:]
 	}
-	if fd < 3 || len(args) < 2 || path == "" || cwd == "" {
+	if fd < 3 || umask < 0 || len(args) < 2 || path == "" || cwd == "" {
 		fmt.Fprintf(os.Stderr, "toh-mount %s: internal stage of toh-exec --fence; not for direct use\n", fencerun.StageArg)
 		return 125
 	}
@@ -375,6 +410,8 @@ func StageMain(args []string) int {
 		s.send(msgExec, fmt.Sprintf("toh-mount: fence stage: clearing ambient capabilities: %v", err), -1)
 		return 125
 	}
+	// The command gets the caller's umask, whatever the host's is by now.
+	unix.Umask(umask)
 	err := unix.Exec(path, argv, os.Environ())
 	s.send(msgExec, fmt.Sprintf("toh-mount: fence stage: exec %s: %v", path, err), -1)
 	return 127
