@@ -77,7 +77,8 @@
 //     file system records no birth time); a git command that writes its new
 //     repository's config later than that (a clone that runs longer) is denied.
 //     A descriptor opened for writing is judged again when the set changes, as
-//     when the policy does. Operations that put something
+//     when the policy does (passthrough writers excepted, see Decisions).
+//     Operations that put something
 //     at a name that could hold or redirect such a guarded path (both ends of a
 //     rename, symlink, link, a new non-directory) are also denied at a strict
 //     ancestor of it: `mv .git x`, or a prepared directory, file or symlink moved to
@@ -96,7 +97,8 @@
 // Writes through an open descriptor (write, fallocate, copy_file_range into it,
 // ftruncate) act on the inode judged at open. When the policy or its protected set
 // changed since, the handle's open-time canonical path is judged again under the
-// new one first, so tightening applies to descriptors already open too.
+// new one first, so tightening applies to descriptors already open too, with one
+// exception: write(2) through a passthrough writer (below) reaches no daemon.
 //
 // A denied open never truncates: the fence asks the kernel for atomic O_TRUNC and
 // truncates only after every check passed. Denials are EACCES. Other errors are
@@ -115,6 +117,31 @@
 //     Such a file is one inode to the kernel, judged under the name it was last
 //     looked up by: a change of its content is denied under any name, as
 //     multiply-linked inside a root and as outside-writable-roots outside.
+//   - Passthrough writers. A write-only open that creates its file (the kernel's
+//     CREATE, O_EXCL on the host: tar, cp, compilers, dd to a new name) is
+//     answered, where passthrough is available and no other file of the inode is
+//     open, with the host file as its backing file: the kernel writes it directly,
+//     and write(2), pwrite and shared mappings of that descriptor no longer reach
+//     the fence. They were judged with the creation, at the re-resolved target,
+//     as the SPEC asks of every open for writing; "tightening applies immediately
+//     to new opens" still holds: after a mode switch or a protected-set refresh,
+//     every new open, create and name operation is judged under the new policy,
+//     and so is everything else through that descriptor that still reaches the
+//     daemon (ftruncate, fallocate, copy_file_range, chmod). What is given up:
+//     the descriptor that created a file keeps writing that file after a
+//     tightening, until it is closed, and those writes leave no audit record.
+//     That file held nothing before the caller created it, so no content a
+//     tightening protects is at stake, with one exception: a file created within
+//     a new repository's grace bound stays writable through its creating
+//     descriptor past the bound (git's own lock files are created read-write, so
+//     they are not passthrough writers).
+//     Opens of files that existed (O_WRONLY, O_RDWR, O_TRUNC) stay WRITE
+//     requests, judged again after every tightening; read-write creates too (their
+//     page cache must be written back through the fence). A multiply-linked file
+//     is never a passthrough writer: a new file has one link, and opening an
+//     existing one for writing is refused. The kernel clears set-ID bits on
+//     passthrough writes itself (a SETATTR the fence judges like chmod).
+//     TestPassthroughWriterOfCreatedFile pins all of this.
 //   - Device nodes are denied by mknod in every mode, danger-full-access included.
 //     FIFOs and sockets follow the policy. The mount is nodev and nosuid.
 //   - ioctls: FS_IOC_GETFLAGS and FS_IOC_FSGETXATTR (read-only inode flag queries,
@@ -157,8 +184,8 @@
 // bound for names, attributes, contents and listings.
 //
 // The writeback cache stays off: it would turn a denied write into a silently
-// dropped page, long after write(2) returned. Writes are never passthrough (see
-// ioMode): every one is a WRITE request the fence judges.
+// dropped page, long after write(2) returned. Writes are WRITE requests the fence
+// judges, except through a passthrough writer (see Decisions and ioMode).
 //
 // # Threat model
 //
@@ -218,7 +245,8 @@
 //     symlink, else one lstat per path component) and one stat of the policy file;
 //     reads cost what go-fuse's loopback costs. bench/fuse.sh measures both.
 //   - A read-write open of a file that is open for reading elsewhere through the
-//     mount fails with ETXTBSY while passthrough is in use (see ioMode).
+//     mount, or whose creating write-only descriptor is still open, fails with
+//     ETXTBSY while passthrough is in use (see ioMode).
 //   - A write through a write-only descriptor clears set-user-ID and set-group-ID
 //     bits for every writer, root included.
 package fusefence

@@ -61,7 +61,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		if errno != 0 {
 			return nil, 0, errno
 		}
-		return n.writeHandle(ctx, h, flags)
+		return n.writeHandle(ctx, h, flags, false)
 	}
 	fd, err := unix.Open(n.f.host(n.rel()), hostFlags(flags), 0)
 	if err != nil {
@@ -157,7 +157,15 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	if errno != 0 {
 		return nil, nil, 0, errno
 	}
-	fd, err := unix.Openat(dirFd, base, hostFlags(flags)|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW, mode&0o7777)
+	hf := hostFlags(flags)
+	// A write-only file this open creates may be written by the kernel directly
+	// (see ioWriter): the backing file must be readable too, for the passthrough
+	// readers that may join it.
+	writer := flags&unix.O_ACCMODE == unix.O_WRONLY && n.f.passthrough.Load()
+	if writer {
+		hf = hf&^unix.O_ACCMODE | unix.O_RDWR
+	}
+	fd, err := unix.Openat(dirFd, base, hf|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW, mode&0o7777)
 	if err == unix.EEXIST && flags&unix.O_EXCL == 0 {
 		// The name exists on the host although the kernel saw nothing there: created
 		// from outside since, or an escaping symlink that leads nowhere (not shown).
@@ -169,7 +177,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		}
 		out.Attr.FromStat(sysStat(&st))
 		child := n.NewInode(ctx, &node{f: n.f}, n.f.stable(&st, gen))
-		fh, fl, errno := child.Operations().(*node).writeHandle(ctx, h, flags)
+		fh, fl, errno := child.Operations().(*node).writeHandle(ctx, h, flags, false)
 		if errno != 0 {
 			return nil, nil, 0, errno
 		}
@@ -191,7 +199,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	h.gen.Store(g.protVer)
 	out.Attr.FromStat(sysStat(&st))
 	child := n.NewInode(ctx, &node{f: n.f}, n.f.stable(&st, gen))
-	fh, fl, errno := child.Operations().(*node).writeHandle(ctx, h, flags)
+	fh, fl, errno := child.Operations().(*node).writeHandle(ctx, h, flags, writer)
 	if errno != 0 {
 		return nil, nil, 0, errno
 	}

@@ -16,9 +16,16 @@ import (
 // can never be written through: its FUSE file is not open for writing, so write(2)
 // fails with EBADF, and a shared writable mmap with EACCES, before FUSE is asked.
 //
-// Writes never bypass the daemon. The kernel, though, allows an inode either
-// passthrough files or files using its page cache, never both at once (an open of
-// the other kind fails with EIO). So:
+// Writes bypass the daemon in one case only: a write-only open that created its
+// file (CREATE, O_EXCL on the host) is a passthrough writer (ioWriter) when the
+// kernel allows it and no other file of the inode is open. Its writes were judged
+// with the creation, and the kernel writes the host file without asking again: a
+// tightening after the create does not reach that descriptor (see the package
+// doc, "Passthrough writers"). Its host descriptor is read-write, so that readers
+// opened meanwhile share it as their backing file (one per inode). Every other
+// write is a WRITE request the fence judges. The kernel, though, allows an inode
+// either passthrough files or files using its page cache, never both at once (an
+// open of the other kind fails with EIO). So:
 //
 //   - A write-only open (or O_RDONLY|O_TRUNC) is FOPEN_DIRECT_IO: every write is a
 //     WRITE request, fenced as always, and nothing can be mapped (mmap needs a
@@ -31,7 +38,8 @@ import (
 //     of the same inode are open it fails with ETXTBSY (text file busy): marking it
 //     passthrough would let a shared mapping write the host file unfenced. Opens
 //     for reading made while a read-write file is open use the page cache, so this
-//     happens only to a read-write open that comes after open readers.
+//     happens only to a read-write open that comes after open readers, or while
+//     the passthrough writer that created the file is open.
 //
 // The kernel also leaves clearing set-ID bits on direct writes to the file system
 // (see killSetID). Passthrough needs CAP_SYS_ADMIN (toh-mount as root) and Linux
@@ -42,6 +50,7 @@ const (
 	ioCached      ioMode = iota // the inode's page cache: reads, and read-write files
 	ioPassthrough               // read-only, read by the kernel from the host file
 	ioDirect                    // write-only, every read and write sent to the daemon
+	ioWriter                    // write-only and created by its open, written by the kernel to the host file
 )
 
 // nodeIO is the I/O state of a node, one kernel inode. The daemon counts an open
@@ -134,8 +143,10 @@ func (f *fence) backing(io *nodeIO, fd int) bool {
 }
 
 // writeHandle gives h, just opened for writing with the open flags, its mode and
-// the open's FUSE flags. On ETXTBSY it closes h.
-func (n *node) writeHandle(ctx context.Context, h *handle, flags uint32) (*handle, uint32, syscall.Errno) {
+// the open's FUSE flags. On ETXTBSY it closes h. created says the open made the
+// file and h's descriptor is read-write (see Create): such a write-only open is
+// made a passthrough writer when the kernel allows it.
+func (n *node) writeHandle(ctx context.Context, h *handle, flags uint32, created bool) (*handle, uint32, syscall.Errno) {
 	h.n = n
 	io := &n.io
 	io.mu.Lock()
@@ -149,8 +160,15 @@ func (n *node) writeHandle(ctx context.Context, h *handle, flags uint32) (*handl
 		io.cached++
 		return h, fuse.FOPEN_NOFLUSH, 0
 	}
+	key := cancelOf(ctx)
+	if created && key != nil && io.cached == 0 && io.attached == 0 && n.f.backing(io, h.fd) {
+		h.mode, h.attached = ioWriter, true
+		io.attached++
+		n.f.pending.Store(key, io.backingID)
+		return h, fuse.FOPEN_NOFLUSH, 0
+	}
 	h.mode = ioDirect
-	if key := cancelOf(ctx); key != nil && io.attached > 0 {
+	if key != nil && io.attached > 0 {
 		h.attached = true
 		io.attached++
 		n.f.pending.Store(key, io.backingID)

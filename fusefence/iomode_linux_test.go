@@ -137,3 +137,90 @@ func setIDBits(mode uint32) os.FileMode {
 	}
 	return m
 }
+
+// TestPassthroughWriterOfCreatedFile pins what a write-only file its own open
+// created gives up (see ioWriter): the kernel writes it to the host file without
+// asking the fence, so after a tightening that descriptor keeps writing, while
+// everything that still reaches the fence is judged under the new policy: a new
+// open for writing, a new file, ftruncate through that very descriptor, and a
+// write through a descriptor of a file that existed before its open.
+func TestPassthroughWriterOfCreatedFile(t *testing.T) {
+	e := newEnv(t, policy.WorkspaceWrite, "file src/f hello")
+	if !e.fence.f.passthrough.Load() {
+		t.Skip("passthrough unavailable (needs root and Linux 6.9): every write is a WRITE request")
+	}
+	w, err := os.OpenFile(e.m("new"), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	old, err := os.OpenFile(e.m("f"), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	if _, err := w.Write([]byte("abc")); err != nil {
+		t.Fatalf("write to the new file: %v", err)
+	}
+	if err := want(e.s("new"), unix.S_IFREG|0o644, "abc"); err != nil {
+		t.Errorf("write to the new file did not land: %v", err)
+	}
+	// A reader joins the writer's backing file and sees what it wrote at once.
+	r, err := os.Open(e.m("new"))
+	if err != nil {
+		t.Fatalf("read-only open beside a passthrough writer: %v", err)
+	}
+	defer r.Close()
+	buf := make([]byte, 16)
+	if n, err := r.ReadAt(buf, 0); string(buf[:n]) != "abc" {
+		t.Errorf("reader beside the writer: %q, %v", buf[:n], err)
+	}
+
+	if err := policy.SetMode(e.policy, "", policy.ReadOnly); err != nil {
+		t.Fatal(err)
+	}
+	// The decision: the creating descriptor keeps writing, unaudited.
+	if _, err := w.Write([]byte("def")); err != nil {
+		t.Errorf("write through the creating descriptor after switching to read-only: %v (passthrough writers are not judged again)", err)
+	}
+	if err := want(e.s("new"), unix.S_IFREG|0o644, "abcdef"); err != nil {
+		t.Error(err)
+	}
+	if recs := e.records(); len(recs) != 0 {
+		t.Errorf("a passthrough write logged denials: %+v", recs)
+	}
+	// Everything else is judged under the new policy.
+	err = e.unchanged("ftruncate of the new file after switching to read-only", func() error { return w.Truncate(0) })
+	e.expectDenial("ftruncate of the new file after switching to read-only", err, "truncate", RuleReadOnly, "new")
+	err = e.unchanged("open of the new file for writing after switching to read-only", func() error {
+		return writeAt(e.m("new"), unix.O_WRONLY, "X")
+	})
+	e.expectDenial("open of the new file for writing after switching to read-only", err, "open", RuleReadOnly, "new")
+	err = e.unchanged("create after switching to read-only", func() error {
+		return writeAt(e.m("other"), unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY, "X")
+	})
+	e.expectDenial("create after switching to read-only", err, "create", RuleReadOnly, "other")
+	err = e.unchanged("write through a descriptor of an existing file after switching to read-only", func() error {
+		_, err := old.Write([]byte("X"))
+		return err
+	})
+	e.expectDenial("write through a descriptor of an existing file after switching to read-only", err, "write", RuleReadOnly, "f")
+	if err := errWant(want(e.s("new"), unix.S_IFREG|0o644, "abcdef"), want(e.s("f"), unix.S_IFREG|0o644, "hello")); err != nil {
+		t.Error(err)
+	}
+
+	// While the passthrough writer is open, a read-write open of its file is refused.
+	if err := policy.SetMode(e.policy, "", policy.WorkspaceWrite); err != nil {
+		t.Fatal(err)
+	}
+	err = e.unchanged("read-write open beside a passthrough writer", func() error {
+		f, err := os.OpenFile(e.m("new"), os.O_RDWR, 0)
+		if err == nil {
+			f.Close()
+		}
+		return err
+	})
+	if !errors.Is(err, unix.ETXTBSY) {
+		t.Errorf("read-write open beside a passthrough writer: %v, want ETXTBSY", err)
+	}
+}

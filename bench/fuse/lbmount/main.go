@@ -25,7 +25,7 @@ import (
 )
 
 type config struct {
-	passthrough    string // none, read (read-only opens), all
+	passthrough    string // none, read (read-only opens), read+create (and write-only creates, as toh-mount), all
 	keepCache      bool
 	cacheDir       bool
 	noFlush        bool
@@ -45,9 +45,16 @@ type noPassthrough struct{ *fs.LoopbackFile }
 
 func (noPassthrough) PassthroughFd() (int, bool) { return -1, false }
 
-func (n *node) file(fh fs.FileHandle, flags uint32) (fs.FileHandle, uint32) {
+func (n *node) file(fh fs.FileHandle, flags uint32, created bool) (fs.FileHandle, uint32) {
 	lf := fh.(*fs.LoopbackFile)
 	write := flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0
+	if created && n.cfg.passthrough == "read+create" && flags&syscall.O_ACCMODE == syscall.O_WRONLY {
+		out := uint32(0)
+		if n.cfg.noFlush {
+			out |= fuse.FOPEN_NOFLUSH
+		}
+		return lf, out
+	}
 	var out uint32
 	if n.cfg.keepCache && !write {
 		out |= fuse.FOPEN_KEEP_CACHE
@@ -59,7 +66,7 @@ func (n *node) file(fh fs.FileHandle, flags uint32) (fs.FileHandle, uint32) {
 		out |= fuse.FOPEN_DIRECT_IO
 	}
 	switch {
-	case n.cfg.passthrough == "all", n.cfg.passthrough == "read" && !write:
+	case n.cfg.passthrough == "all", n.cfg.passthrough != "none" && !write:
 		return lf, out
 	}
 	return noPassthrough{lf}, out
@@ -70,7 +77,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if errno != 0 {
 		return nil, 0, errno
 	}
-	fh, out := n.file(fh, flags)
+	fh, out := n.file(fh, flags, false)
 	return fh, out, 0
 }
 
@@ -79,7 +86,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	if errno != 0 {
 		return nil, nil, 0, errno
 	}
-	fh, fl := n.file(fh, flags)
+	fh, fl := n.file(fh, flags, true)
 	return in, fh, fl, 0
 }
 
@@ -103,7 +110,7 @@ func main() {
 	timeout := flag.Duration("timeout", time.Second, "entry and attribute timeout")
 	negative := flag.Duration("negative", 0, "negative entry timeout (0: none)")
 	cfg := &config{}
-	flag.StringVar(&cfg.passthrough, "passthrough", "all", "passthrough for: none, read (read-only opens), all")
+	flag.StringVar(&cfg.passthrough, "passthrough", "all", "passthrough for: none, read (read-only opens), read+create (and write-only creates), all")
 	flag.BoolVar(&cfg.keepCache, "keep-cache", false, "FOPEN_KEEP_CACHE on read-only opens")
 	flag.BoolVar(&cfg.cacheDir, "cache-dir", false, "FOPEN_CACHE_DIR on directories")
 	flag.BoolVar(&cfg.noFlush, "no-flush", false, "FOPEN_NOFLUSH on files")
@@ -124,9 +131,9 @@ func main() {
 		os.Exit(2)
 	}
 	switch cfg.passthrough {
-	case "none", "read", "all":
+	case "none", "read", "read+create", "all":
 	default:
-		fmt.Fprintf(os.Stderr, "lbmount: -passthrough %q: want none, read or all\n", cfg.passthrough)
+		fmt.Fprintf(os.Stderr, "lbmount: -passthrough %q: want none, read, read+create or all\n", cfg.passthrough)
 		os.Exit(2)
 	}
 	if *cpuprofile != "" {
