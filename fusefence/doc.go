@@ -172,6 +172,9 @@
 // (passthrough); otherwise, and while a read-write descriptor of the file is open,
 // reads keep the page cache (FOPEN_KEEP_CACHE), dropped on a size or mtime change.
 // Mutations through the mount update the kernel's caches as part of the request.
+// A READDIRPLUS answers entries the kernel already holds as plain entries (no
+// attributes), so listing names just looked up costs no host stat per entry; their
+// cached attributes keep their own timeout.
 //
 // Staleness bound: a change made to SOURCE from outside the mount is visible
 // through it after at most the timeout (1 s): names, attributes, listings and,

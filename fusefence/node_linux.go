@@ -309,6 +309,22 @@ func (d *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Err
 	return &e, errno
 }
 
+var _ = (fs.FileLookuper)((*dirHandle)(nil))
+
+// Lookup answers an entry of a READDIRPLUS. An entry the kernel holds already (a
+// child in the node tree, which go-fuse keeps while the kernel has a reference)
+// is answered without attributes: go-fuse leaves its node ID 0 when Lookup fails,
+// which the kernel takes as a plain directory entry and leaves its own entry, with
+// its own timeout, as it was. A listing of names just looked up (git status stats
+// every tracked file, then lists every directory) then costs no host stat and no
+// node per entry. Every other entry is looked up as a LOOKUP would be.
+func (d *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if d.n.GetChild(name) != nil {
+		return nil, syscall.EEXIST
+	}
+	return d.n.Lookup(ctx, name, out)
+}
+
 var _ = (fs.FileSeekdirer)((*dirHandle)(nil))
 
 func (d *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
