@@ -50,6 +50,10 @@ type Client struct {
 
 	r, w *os.File
 	br   *bufio.Reader
+	// report is the rest of the result pipe after "ready", read while the run goes
+	// on: a report larger than the pipe's buffer would otherwise block the host's
+	// write while toh-exec waits for the host to exit.
+	report chan []byte
 }
 
 var _ sandbox.Stage = (*Client)(nil)
@@ -108,6 +112,13 @@ func (c *Client) Started() error {
 	case err != nil:
 		return fmt.Errorf("fence: %s ended before the command started (%v)", hostBinary, err)
 	case line == "ready\n":
+		c.report = make(chan []byte, 1)
+		go func() {
+			// Only the host holds the write end (close-on-exec there): EOF comes
+			// when it exits, whatever the command left running.
+			rest, _ := io.ReadAll(c.br)
+			c.report <- rest
+		}()
 		return nil
 	case strings.HasPrefix(line, "error "):
 		return fmt.Errorf("fence: %s", strings.TrimSpace(strings.TrimPrefix(line, "error ")))
@@ -127,9 +138,15 @@ func (c *Client) Finished() (*sandbox.FenceFacts, string) {
 		return facts, ""
 	}
 	defer c.r.Close()
-	// The host has been reaped; its report, if any, is in the pipe already.
+	// The host has been reaped; its report, if any, is in the pipe already (or
+	// being read since the start).
 	c.r.SetReadDeadline(time.Now().Add(time.Second))
-	rest, _ := io.ReadAll(c.br)
+	var rest []byte
+	if c.report != nil {
+		rest = <-c.report
+	} else {
+		rest, _ = io.ReadAll(c.br)
+	}
 	var rep Report
 	if err := json.Unmarshal(rest, &rep); err != nil {
 		return facts, fmt.Sprintf("toh-exec: fence: %s ended without reporting the run's denials", hostBinary)

@@ -43,9 +43,26 @@
 //   - Protected paths inside fenced roots are left to the fence (bwrap rebinds them
 //     read-only otherwise, and its EROFS would never reach the fence); the policy
 //     file, its lock and the probe cache keep bwrap's read-only rebinds as well.
-//   - The mount always carries default_permissions: the kernel checks the caller's
-//     own permission bits and capabilities before the fence acts, so a command that
-//     dropped its capabilities cannot borrow the daemon's.
+//   - Root's mounts carry default_permissions: the kernel checks the caller's own
+//     permission bits and capabilities before the fence acts, so a command that
+//     dropped its capabilities cannot borrow the daemon's. A caller other than root
+//     mounts through fusermount3 without it: the daemon then has exactly the
+//     command's own IDs and no capability, so the host's checks of the daemon's
+//     operations are the command's.
+//   - The command runs with the caller's umask. Serving a fence sets the host's
+//     umask to 0 (the kernel has already applied the caller's to every mode it
+//     sends), and a caller other than root serves before the stage starts, so the
+//     stage is given the umask the host started with and sets it before the exec
+//     (once, every file such a command made was world-writable).
+//   - The report is read while the run goes on. It can be larger than a pipe's
+//     buffer (MaxDenials records of up to PATH_MAX bytes each): toh-exec once read
+//     it only after the host exited, while the host blocked writing it, and a
+//     command that provoked ~700 refusals hung the run for good.
+//   - A denial after the records were collected is never answered. A process the
+//     command left behind (Landlock has no PID namespace) can go on mutating while
+//     the host ends; answering its refusals with EACCES would refuse something the
+//     result does not record. Its request waits instead until the host exits and
+//     the kernel fails it with ENOTCONN, as every later operation there.
 //   - Fail closed: if the stage cannot create its namespaces, open /dev/fuse, mount, or
 //     a fence cannot start, the command does not run (SANDBOX_UNAVAILABLE with the
 //     cause). A failure to exec the runner after the fences are up is a runner failure.

@@ -1,0 +1,213 @@
+package main
+
+// toh-exec --fence attacked as a hostile confined command would, through the built
+// binary: a result too large for a pipe must not hang the run, a process the command
+// leaves behind must not be refused anything that is not on record, the command keeps
+// the caller's umask, and the host leaves nothing of its own on the host while the
+// command runs. Each test has a negative control (the refused thing is absent) and a
+// positive control (the allowed thing landed).
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toh-sandbox/toh/internal/fencerun"
+)
+
+// runWithin runs toh-exec like toh, but fails the test instead of hanging past limit.
+func runWithin(t *testing.T, limit time.Duration, dir string, env []string, args ...string) runResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, tohExec, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	cmd.WaitDelay = 5 * time.Second
+	var so, se bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &so, &se
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("toh-exec %q did not finish within %v (stderr %q)", args, limit, se.String())
+	}
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("running toh-exec %q: %v", args, err)
+	}
+	return runResult{stdout: so.String(), stderr: se.String(), code: code}
+}
+
+func (s *fenceScratch) runWithin(t *testing.T, limit time.Duration, runner, script string, env ...string) fenceEnvelope {
+	t.Helper()
+	r := runWithin(t, limit, s.ws, env, "--json", "--policy", s.noPolicy, "--runner", runner, "--mode", "workspace-write",
+		"--probe-cache", s.cache, "--fence", "-c", script)
+	var e fenceEnvelope
+	if err := json.Unmarshal([]byte(r.stdout), &e); err != nil || e.Result == nil {
+		t.Fatalf("--json output is not a result: %v\n%s\nstderr: %s", err, r.stdout, r.stderr)
+	}
+	return e
+}
+
+// More refusals than the result pipe's buffer holds in records (1000 records of
+// ~90 bytes, beyond 64 KiB): the host once blocked writing its report while
+// toh-exec waited for it to exit, and the run hung for good.
+func TestFenceAttackManyDenialsDoNotHangTheRun(t *testing.T) {
+	for _, runner := range runners(t) {
+		t.Run(runner, func(t *testing.T) {
+			s := newFenceScratch(t)
+			const n = fencerun.MaxDenials + 500
+			script := fmt.Sprintf(`echo ok > allowed.txt
+i=0; while [ $i -lt %d ]; do i=$((i+1)); echo x > .git/hooks/h$i 2>/dev/null; done; exit 0`, n)
+			e := s.runWithin(t, 30*time.Second, runner, script)
+			if e.Result.ExitCode == nil || *e.Result.ExitCode != 0 || e.Result.RunnerErr {
+				t.Fatalf("run failed: %+v %s", e.Result, e.Stderr)
+			}
+			present(t, filepath.Join(s.ws, "allowed.txt"), "ok\n")
+			absent(t, filepath.Join(s.ws, ".git/hooks/h1"))
+			absent(t, filepath.Join(s.ws, fmt.Sprintf(".git/hooks/h%d", n)))
+			s.checkCanary(t)
+			ds := *e.Result.Denials
+			if len(ds) != fencerun.MaxDenials || e.Result.Fence.Dropped != n-fencerun.MaxDenials {
+				t.Errorf("%d records and %d dropped, want %d and %d", len(ds), e.Result.Fence.Dropped, fencerun.MaxDenials, n-fencerun.MaxDenials)
+			}
+			if !e.Result.Denied || !slices.Equal(e.Result.DeniedBy, []string{"fence"}) {
+				t.Errorf("denied %v by %q, want true by [fence]", e.Result.Denied, e.Result.DeniedBy)
+			}
+		})
+	}
+}
+
+// Under Landlock (no PID namespace) the command can leave a process behind that goes
+// on mutating after the shell exited. Every EACCES such a process sees must be on
+// the run's record: the host once collected the records and still answered EACCES
+// to denials until it exited. Its stderr is the run's, so each refusal it saw is
+// counted there; after the host is gone it gets ENOTCONN, never the directory
+// underneath.
+func TestFenceAttackLeftoverProcessIsNeverRefusedOffRecord(t *testing.T) {
+	if !slices.Contains(runners(t), "landlock") {
+		t.Skip("needs Landlock: under bwrap the PID namespace ends every process of the run with it")
+	}
+	s := newFenceScratch(t)
+	for round := range 6 {
+		script := fmt.Sprintf(`echo ok > allowed%d.txt
+( i=0; while [ $i -lt 3000 ]; do i=$((i+1)); echo x > .git/hooks/r%d-$i; done ) </dev/null >/dev/null &
+sleep 0.0%d; exit 0`, round, round, round+1)
+		e := s.runWithin(t, 30*time.Second, "landlock", script)
+		present(t, filepath.Join(s.ws, fmt.Sprintf("allowed%d.txt", round)), "ok\n")
+		hooks, _ := os.ReadDir(filepath.Join(s.ws, ".git/hooks"))
+		if len(hooks) != 0 {
+			t.Fatalf("round %d: a protected name was created: %v", round, hooks[0].Name())
+		}
+		refused := strings.Count(e.Stderr, "Permission denied")
+		recorded := len(*e.Result.Denials) + e.Result.Fence.Dropped
+		if refused != recorded {
+			t.Errorf("round %d: the command saw %d refusals, the result records %d", round, refused, recorded)
+		}
+		if refused > 0 && !e.Result.Denied {
+			t.Errorf("round %d: refusals, but denied is false", round)
+		}
+	}
+}
+
+// The command runs with the caller's umask. Serving a fence sets the host's umask to
+// 0, and a caller other than root mounts before the stage starts: its command once
+// created every file world-writable.
+func TestFenceAttackCommandKeepsTheCallersUmask(t *testing.T) {
+	for _, runner := range runners(t) {
+		t.Run(runner, func(t *testing.T) {
+			s := newFenceScratch(t)
+			script := `umask; echo ok > made.txt; mkdir made.d; exit 0`
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, "sh", "-c", `umask 027; exec "$0" "$@"`, tohExec, "--json", "--policy", s.noPolicy,
+				"--runner", runner, "--mode", "workspace-write", "--probe-cache", s.cache, "--fence", "-c", script)
+			cmd.Dir = s.ws
+			out, err := cmd.Output()
+			var e fenceEnvelope
+			if jerr := json.Unmarshal(out, &e); err != nil || jerr != nil || e.Result == nil {
+				t.Fatalf("run failed: %v %v %s %s", err, jerr, out, stderrOf(err))
+			}
+			if strings.TrimSpace(e.Stdout) != "0027" {
+				t.Errorf("the command's umask is %q, want the caller's 0027", e.Stdout)
+			}
+			for name, want := range map[string]os.FileMode{"made.txt": 0o640, "made.d": 0o750 | os.ModeDir} {
+				fi, err := os.Stat(filepath.Join(s.ws, name))
+				if err != nil {
+					t.Fatalf("%s was not made: %v", name, err)
+				}
+				if fi.Mode() != want {
+					t.Errorf("%s has mode %v, want %v", name, fi.Mode(), want)
+				}
+			}
+		})
+	}
+}
+
+// A caller other than root mounts the fences on the host first, in its fence
+// directory under XDG_RUNTIME_DIR, and detaches them before the command runs: while
+// the command runs and after it, the host's mount table holds no fence of the run
+// and no temporary directory is left. (Root mounts in the run's namespace only: the
+// same checks hold trivially there.)
+func TestFenceAttackNothingLeftOnTheHostDuringTheRun(t *testing.T) {
+	for _, runner := range runners(t) {
+		t.Run(runner, func(t *testing.T) {
+			s := newFenceScratch(t)
+			xdg := t.TempDir()
+			if err := os.Chmod(xdg, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			started := filepath.Join(s.ws, "started")
+			release := filepath.Join(s.ws, "release")
+			script := `echo x > started; i=0; while [ ! -e release ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done
+echo x > .git/hooks/late 2>/dev/null; exit 0`
+			done := make(chan fenceEnvelope, 1)
+			go func() {
+				r := runWithin(t, 2*time.Minute, s.ws, []string{"XDG_RUNTIME_DIR=" + xdg}, "--json", "--policy", s.noPolicy,
+					"--runner", runner, "--mode", "workspace-write", "--probe-cache", s.cache, "--fence", "-c", script)
+				var e fenceEnvelope
+				json.Unmarshal([]byte(r.stdout), &e)
+				done <- e
+			}()
+			deadline := time.Now().Add(time.Minute)
+			for {
+				if _, err := os.Stat(started); err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the command never started")
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			left, _ := filepath.Glob(filepath.Join(xdg, "toh-fence-*"))
+			mounts, _ := os.ReadFile("/proc/self/mountinfo")
+			os.WriteFile(release, nil, 0o644)
+			e := <-done
+			if len(left) != 0 {
+				t.Errorf("while the command runs, the host keeps %q", left)
+			}
+			if strings.Contains(string(mounts), xdg) {
+				t.Errorf("while the command runs, a fence is mounted on the host under %s", xdg)
+			}
+			if e.Result == nil || e.Result.Denials == nil || !hasDenial(*e.Result.Denials, "create", filepath.Join(s.ws, ".git/hooks/late"), "protected") {
+				t.Fatalf("the run's refusal is not on record: %+v", e)
+			}
+			absent(t, filepath.Join(s.ws, ".git/hooks/late"))
+			present(t, started, "x\n")
+			if left, _ := filepath.Glob(filepath.Join(xdg, "toh-fence-*")); len(left) != 0 {
+				t.Errorf("after the run the host keeps %q", left)
+			}
+		})
+	}
+}
