@@ -164,8 +164,9 @@ func TestFenceAttackNothingLeftOnTheHostDuringTheRun(t *testing.T) {
 	for _, runner := range runners(t) {
 		t.Run(runner, func(t *testing.T) {
 			s := newFenceScratch(t)
-			xdg := t.TempDir()
-			if err := os.Chmod(xdg, 0o700); err != nil {
+			// Outside every writable root (a fence directory never lies in one).
+			xdg := filepath.Join(s.beside, "xdg")
+			if err := os.Mkdir(xdg, 0o700); err != nil {
 				t.Fatal(err)
 			}
 			started := filepath.Join(s.ws, "started")
@@ -210,4 +211,45 @@ echo x > .git/hooks/late 2>/dev/null; exit 0`
 			}
 		})
 	}
+}
+
+// A caller other than root serializes its runs' host mounts with a lock in its
+// fence directory ($XDG_RUNTIME_DIR/toh-fence). The command must not reach it: a
+// process it leaves behind holding the lock (Landlock has no PID namespace) once
+// stalled every later fenced run of the user until setup timed out and the run
+// failed. (As root no such lock exists: the checks hold trivially there.)
+func TestFenceAttackCommandCannotHoldTheWindowLock(t *testing.T) {
+	if !slices.Contains(runners(t), "landlock") {
+		t.Skip("needs Landlock: under bwrap the PID namespace ends every process of the run with it")
+	}
+	if _, err := exec.LookPath("flock"); err != nil {
+		t.Skip("needs flock(1)")
+	}
+	s := newFenceScratch(t)
+	// Outside every writable root (a fence directory never lies in one).
+	xdg := filepath.Join(s.beside, "xdg")
+	if err := os.Mkdir(xdg, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"XDG_RUNTIME_DIR=" + xdg}
+	lock := filepath.Join(xdg, "toh-fence", "lock")
+	script := fmt.Sprintf(`if exec 9<%q; then echo opened; ( flock -x 9 && sleep 12 ) 9<&9 </dev/null >/dev/null 2>&1 & fi; exit 0`, lock)
+	first := s.runWithin(t, 30*time.Second, "landlock", script, env...)
+	if first.Result.ExitCode == nil || *first.Result.ExitCode != 0 {
+		t.Fatalf("first run failed: %+v %s", first.Result, first.Stderr)
+	}
+	if strings.Contains(first.Stdout, "opened") {
+		t.Errorf("the command opened the fence directory's lock %s", lock)
+	}
+	// Positive control: the next run starts at once and its write lands.
+	start := time.Now()
+	second := s.runWithin(t, 8*time.Second, "landlock", "echo ok > second.txt", env...)
+	if second.Error != nil || second.Result.ExitCode == nil || *second.Result.ExitCode != 0 {
+		t.Fatalf("second run failed: %+v %+v %s", second.Error, second.Result, second.Stderr)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the second run waited %v to start", d)
+	}
+	present(t, filepath.Join(s.ws, "second.txt"), "ok\n")
+	s.checkCanary(t)
 }

@@ -69,6 +69,14 @@
 //   - Lifetime: the mounts live as long as the run's mount namespace. When the host
 //     exits, its descriptors close and any leftover process of the run that still
 //     reaches a fenced root gets ENOTCONN, never the unfenced directory.
+//   - A caller other than root: the stage hides the user's fence directory (its
+//     window lock and the copies of the host mounts the new namespace took) under
+//     an empty, read-only, mode-0 tmpfs before the exec. A command that could open
+//     the lock could leave a process holding it, and every later fenced run of the
+//     user would wait for it until setup timed out; read access is enough for
+//     flock, and under Landlock the command may chmod its own files, so only
+//     hiding it keeps it out of reach. Another mount of the same file system
+//     elsewhere would still show it.
 //   - The policy is the run's, fixed at the start like the runner's; a policy change
 //     during the run applies to the next run.
 //

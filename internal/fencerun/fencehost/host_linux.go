@@ -59,6 +59,9 @@ type Run struct {
 	// starts, holding lock; the stage binds them onto the roots.
 	lock       *os.File
 	hostMounts []string
+	// mountDir is the user's fence directory (hostmounts_linux.go); the stage
+	// hides it in the run's namespace.
+	mountDir string
 
 	mu      sync.Mutex
 	denials []sandbox.Denial
@@ -114,6 +117,7 @@ func (r *Run) Wrap(cmd *exec.Cmd) error {
 			r.cleanup()
 			return err
 		}
+		args = append(args, "--hide", r.mountDir)
 		for i, root := range r.roots {
 			args = append(args, "--bind", r.hostMounts[i], "--root", root)
 		}
@@ -263,6 +267,7 @@ func (r *Run) mountOnHost() error {
 	if err != nil {
 		return fmt.Errorf("fence: %w", err)
 	}
+	r.mountDir = dir
 	lock, err := lockMountDir(dir)
 	if err != nil {
 		return fmt.Errorf("fence: %w", err)
@@ -360,6 +365,7 @@ func StageMain(args []string) int {
 		path  string
 		roots []string
 		binds = map[int]string{}
+		hide  string
 	)
 	for len(args) > 0 && args[0] != "--" {
 		if len(args) < 2 {
@@ -381,6 +387,8 @@ func StageMain(args []string) int {
 			roots = append(roots, args[1])
 		case "--bind":
 			binds[len(roots)] = args[1]
+		case "--hide":
+			hide = args[1]
 		default:
 			fmt.Fprintf(os.Stderr, "toh-mount %s: unknown option %s\n", fencerun.StageArg, args[0])
 			return 125
@@ -398,7 +406,11 @@ func StageMain(args []string) int {
 	runtime.LockOSThread()
 	unix.CloseOnExec(fd)
 	s := stage{fd: fd}
-	if err := s.setup(cwd, roots, binds); err != nil {
+	if len(binds) > 0 && hide == "" {
+		fmt.Fprintf(os.Stderr, "toh-mount %s: --bind without --hide\n", fencerun.StageArg)
+		return 125
+	}
+	if err := s.setup(cwd, roots, binds, hide); err != nil {
 		s.send(msgErr, err.Error(), -1)
 		return 125
 	}
@@ -419,14 +431,14 @@ func StageMain(args []string) int {
 
 type stage struct{ fd int }
 
-func (s stage) setup(cwd string, roots []string, binds map[int]string) error {
+func (s stage) setup(cwd string, roots []string, binds map[int]string, hide string) error {
 	// Nothing mounted here may reach the host: the new namespace starts with the
 	// host's propagation (often shared).
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("making the run's mounts private: %w", err)
 	}
 	if len(binds) > 0 {
-		return s.bindAll(cwd, roots, binds)
+		return s.bindAll(cwd, roots, binds, hide)
 	}
 	uid, gid := os.Getuid(), os.Getgid()
 	for i, root := range roots {
@@ -466,7 +478,12 @@ func (s stage) setup(cwd string, roots []string, binds map[int]string) error {
 // bindAll binds the fences the host mounted on the host onto the roots. Each
 // mountpoint is opened before any bind: once an outer root is fenced, a mountpoint
 // spelled through it would be reached through that fence instead.
-func (s stage) bindAll(cwd string, roots []string, binds map[int]string) error {
+//
+// Then the user's fence directory is hidden under an empty read-only tmpfs: the
+// command must not reach its window lock (a process it leaves behind holding that
+// lock would stall every later fenced run of the user until setup times out), nor
+// the copies of the host's mounts this namespace took while they were attached.
+func (s stage) bindAll(cwd string, roots []string, binds map[int]string, hide string) error {
 	fds := make([]int, len(roots))
 	for i := range roots {
 		src, ok := binds[i]
@@ -484,6 +501,10 @@ func (s stage) bindAll(cwd string, roots []string, binds map[int]string) error {
 		if err := unix.Mount(fmt.Sprintf("/proc/self/fd/%d", fds[i]), root, "", unix.MS_BIND, ""); err != nil {
 			return fmt.Errorf("binding the fence onto %s: %w", root, err)
 		}
+	}
+	if err := unix.Mount("tmpfs", hide, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC,
+		"mode=0,size=4k,nr_inodes=1"); err != nil {
+		return fmt.Errorf("hiding the fence directory %s: %w", hide, err)
 	}
 	if err := unix.Chdir(cwd); err != nil {
 		return fmt.Errorf("entering the working directory %s: %w", cwd, err)
