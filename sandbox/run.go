@@ -10,9 +10,11 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"sync"
 	"syscall"
 
+	"github.com/toh-sandbox/toh/canon"
 	"github.com/toh-sandbox/toh/policy"
 )
 
@@ -143,6 +145,11 @@ func Run(c Confined, pol policy.Execution, dir string, env []string, stdio Stdio
 	if err := checkDir(dir); err != nil {
 		return facts, &SpawnError{Argv0: c.Argv[0], Err: err}
 	}
+	if c.Stage != nil {
+		if err := checkFencedAncestors(c, pol); err != nil {
+			return facts, &UnavailableError{Mode: pol.Mode, Cause: err}
+		}
+	}
 	// Signals are caught from here on: one that arrives while stand-ins are prepared
 	// stops the run before the command starts (after cleaning up); later ones are
 	// forwarded to the child, and cleanup still happens after it exits.
@@ -226,6 +233,29 @@ func Run(c Confined, pol policy.Execution, dir string, env []string, stdio Stdio
 		return facts, &UnavailableError{Mode: pol.Mode, RunnerFailure: cl.Detail}
 	}
 	return facts, nil
+}
+
+// checkFencedAncestors refuses a fenced run in which a fenced root lies beneath a
+// writable root that is the host's own directory and not fenced: under Landlock the
+// host's /tmp stays unfenced, and a command could move a fenced workspace's parent
+// there away and put a look-alike with protected paths (.git/hooks) in its place,
+// outside every fence and on no record. Under bwrap /tmp is a private tmpfs, where
+// such a move changes nothing on the host.
+func checkFencedAncestors(c Confined, pol policy.Execution) error {
+	if c.Backend != BackendLandlock {
+		return nil
+	}
+	for _, w := range pol.WritableRoots {
+		if slices.Contains(c.FencedRoots, w) {
+			continue
+		}
+		for _, r := range c.FencedRoots {
+			if r != w && canon.LexicallyWithin(r, w) {
+				return fmt.Errorf("--fence: the fenced root %s lies beneath the writable root %s, which Landlock leaves unfenced: the command could move %s's parent away and put a look-alike in its place; move the workspace out of %s or use bwrap", r, w, r, w)
+			}
+		}
+	}
+	return nil
 }
 
 // RunUnconfined runs argv as it is: the danger-full-access path. path is argv[0]

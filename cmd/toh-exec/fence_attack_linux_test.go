@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/toh-sandbox/toh/internal/fencerun"
+	"github.com/toh-sandbox/toh/internal/testutil"
 )
 
 // runWithin runs toh-exec like toh, but fails the test instead of hanging past limit.
@@ -251,5 +252,54 @@ func TestFenceAttackCommandCannotHoldTheWindowLock(t *testing.T) {
 		t.Errorf("the second run waited %v to start", d)
 	}
 	present(t, filepath.Join(s.ws, "second.txt"), "ok\n")
+	s.checkCanary(t)
+}
+
+// Under Landlock the host's /tmp is a writable root the fence leaves alone. A fenced
+// workspace beneath it once ran, and its command moved the workspace's parent away
+// and put a look-alike with a .git/hooks/pre-commit at the workspace's path, outside
+// every fence and on no record. Such a run does not start now; under bwrap, whose
+// /tmp is a private tmpfs, the same move changes nothing on the host and the run goes
+// on.
+func TestFenceAttackWorkspaceParentSwapUnderTmp(t *testing.T) {
+	testutil.RequireBwrap(t)
+	testutil.RequireFUSE(t)
+	s := newScratch(t)
+	cache := filepath.Join(s.beside, "cache.json")
+	for _, runner := range runners(t) {
+		t.Run(runner, func(t *testing.T) {
+			parent, err := os.MkdirTemp("/tmp", "toh-attack-ws-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.RemoveAll(parent); os.RemoveAll(parent + ".moved") })
+			ws := filepath.Join(parent, "proj")
+			testutil.MakeTree(t, parent, "dir proj", "dir proj/.git", "dir proj/.git/hooks", "file proj/.git/config [core]")
+			hook := filepath.Join(ws, ".git/hooks/pre-commit")
+			script := fmt.Sprintf(`echo ok > ok.txt; cd /; mv %[1]s %[1]s.moved && mkdir -p %[2]s/.git/hooks && echo evil > %[3]s; exit 0`,
+				parent, ws, hook)
+			r := runWithin(t, time.Minute, ws, nil, "--json", "--policy", s.noPolicy, "--runner", runner, "--mode", "workspace-write",
+				"--probe-cache", cache, "--fence", "-c", script)
+			var e fenceEnvelope
+			if err := json.Unmarshal([]byte(r.stdout), &e); err != nil {
+				t.Fatalf("bad output: %v %s %s", err, r.stdout, r.stderr)
+			}
+			// Negative control, both runners: no look-alike hook at the workspace's path.
+			absent(t, hook)
+			present(t, filepath.Join(ws, ".git/config"), "[core]")
+			if runner == "landlock" {
+				if r.code != exitUnavailable || e.Error == nil || e.Error.Code != "SANDBOX_UNAVAILABLE" {
+					t.Fatalf("want the run refused (exit %d), got %d: %s %s", exitUnavailable, r.code, r.stdout, r.stderr)
+				}
+				absent(t, filepath.Join(ws, "ok.txt"))
+				return
+			}
+			// Positive control: under bwrap the run goes on and its write lands.
+			if r.code != 0 || e.Result == nil {
+				t.Fatalf("bwrap run failed: %d %s %s", r.code, r.stdout, r.stderr)
+			}
+			present(t, filepath.Join(ws, "ok.txt"), "ok\n")
+		})
+	}
 	s.checkCanary(t)
 }

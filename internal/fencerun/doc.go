@@ -69,6 +69,11 @@
 //   - Lifetime: the mounts live as long as the run's mount namespace. When the host
 //     exits, its descriptors close and any leftover process of the run that still
 //     reaches a fenced root gets ENOTCONN, never the unfenced directory.
+//   - Under Landlock a fenced root beneath an unfenced writable root (the host's
+//     /tmp) is refused (sandbox.Run, SANDBOX_UNAVAILABLE): its parent is the
+//     host's own directory, writable by the command, which could move it away and
+//     put a look-alike with protected paths at the root's path, outside every
+//     fence. Under bwrap /tmp is a private tmpfs and such a workspace runs.
 //   - A caller other than root: the stage hides the user's fence directory (its
 //     window lock and the copies of the host mounts the new namespace took) under
 //     an empty, read-only, mode-0 tmpfs before the exec. A command that could open
