@@ -303,3 +303,43 @@ func TestFenceAttackWorkspaceParentSwapUnderTmp(t *testing.T) {
 	}
 	s.checkCanary(t)
 }
+
+// The host dies by the signal its stage's child died by, whatever the signal: Go's
+// runtime once ignored a SIGPIPE the host sent itself and turned SIGSEGV into a
+// crash report with status 2, so a fenced Landlock run said exitCode where the
+// unfenced one says signal. (bwrap turns every death into a status itself.)
+func TestFenceAttackEverySignalDeathPassesThrough(t *testing.T) {
+	if !slices.Contains(runners(t), "landlock") {
+		t.Skip("needs Landlock: bwrap reports a signal death as a status, fenced or not")
+	}
+	s := newFenceScratch(t)
+	for _, sig := range []string{"PIPE", "USR1", "SEGV", "TERM"} {
+		var got [2]string
+		for i, extra := range [][]string{nil, {"--fence"}} {
+			args := append([]string{"--json", "--policy", s.noPolicy, "--runner", "landlock", "--mode", "workspace-write",
+				"--probe-cache", s.cache}, extra...)
+			r := runWithin(t, time.Minute, s.ws, nil, append(args, "-c", "kill -"+sig+" $$")...)
+			var e struct {
+				Result *facts `json:"result"`
+			}
+			if err := json.Unmarshal([]byte(r.stdout), &e); err != nil || e.Result == nil {
+				t.Fatalf("SIG%s %q: bad output: %v %s %s", sig, extra, err, r.stdout, r.stderr)
+			}
+			switch {
+			case e.Result.Signal != nil && e.Result.ExitCode == nil:
+				got[i] = fmt.Sprintf("signal %d", *e.Result.Signal)
+			case e.Result.ExitCode != nil && e.Result.Signal == nil:
+				got[i] = fmt.Sprintf("exitCode %d", *e.Result.ExitCode)
+			default:
+				t.Fatalf("SIG%s %q: not exactly one of signal and exitCode: %s", sig, extra, r.stdout)
+			}
+			if strings.Contains(r.stderr, "goroutine ") {
+				t.Errorf("SIG%s %q: a Go crash report on stderr: %s", sig, extra, r.stderr)
+			}
+		}
+		// Positive control: the unfenced run reports the signal; the fenced one must too.
+		if !strings.HasPrefix(got[0], "signal ") || got[1] != got[0] {
+			t.Errorf("SIG%s: unfenced %s, fenced %s", sig, got[0], got[1])
+		}
+	}
+}

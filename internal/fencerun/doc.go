@@ -69,6 +69,11 @@
 //   - Lifetime: the mounts live as long as the run's mount namespace. When the host
 //     exits, its descriptors close and any leftover process of the run that still
 //     reaches a fenced root gets ENOTCONN, never the unfenced directory.
+//   - The host dies by the signal the stage's child died by, any signal: it sets
+//     the signal's disposition back to the default with a raw rt_sigaction first,
+//     since Go's runtime ignores a SIGPIPE sent by kill and turns SIGSEGV into a
+//     crash report with status 2 (a fenced Landlock run once said exitCode 141 or 2
+//     where the unfenced one said signal 13 or 11). No core file is written for it.
 //   - Under Landlock a fenced root beneath an unfenced writable root (the host's
 //     /tmp) is refused (sandbox.Run, SANDBOX_UNAVAILABLE): its parent is the
 //     host's own directory, writable by the command, which could move it away and

@@ -6,9 +6,11 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -111,11 +113,28 @@ func HostMain(args []string) int {
 		// Die the same way, so toh-exec sees what the stage's child saw.
 		sig := ws.Signal()
 		signal.Reset(sig)
-		unix.Kill(os.Getpid(), sig)
+		dieBy(sig)
 		time.Sleep(time.Second)
 		return 128 + int(sig)
 	}
 	return cmd.ProcessState.ExitCode()
+}
+
+// dieBy ends the process by sig as the kernel's default action would. Go's runtime
+// keeps its own handler for every signal it was not told about: it ignores a
+// SIGPIPE sent by kill, and turns SIGSEGV into a crash report and exit status 2,
+// so a command that died by such a signal was reported as an exit status instead.
+// The disposition is set back to SIG_DFL with a raw rt_sigaction (no core file: the
+// command's own, if any, is the one that counts) and the signal sent to this thread.
+func dieBy(sig syscall.Signal) {
+	runtime.LockOSThread()
+	_ = unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{})
+	var dfl [4]uint64 // struct sigaction, all zero: SIG_DFL, no flags, empty mask
+	unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&dfl)), 0, 8, 0, 0)
+	var set unix.Sigset_t
+	set.Val[(int(sig)-1)/64] |= 1 << ((uint(sig) - 1) % 64)
+	_ = unix.PthreadSigmask(unix.SIG_UNBLOCK, &set, nil)
+	_ = unix.Tgkill(unix.Getpid(), unix.Gettid(), sig)
 }
 
 var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
