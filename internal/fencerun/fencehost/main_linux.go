@@ -128,7 +128,9 @@ func HostMain(args []string) int {
 // command's own, if any, is the one that counts) and the signal sent to this thread.
 func dieBy(sig syscall.Signal) {
 	runtime.LockOSThread()
-	_ = unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{})
+	// Not dumpable: no core at all, whatever RLIMIT_CORE and core_pattern (a pipe
+	// to a crash collector ignores a zero limit) say.
+	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 	var dfl [4]uint64 // struct sigaction, all zero: SIG_DFL, no flags, empty mask
 	unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&dfl)), 0, 8, 0, 0)
 	var set unix.Sigset_t
