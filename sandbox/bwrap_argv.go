@@ -105,9 +105,10 @@ func BwrapArgv(pol policy.Execution, argv []string) []string {
 // run must go through a fence stage that mounts the fence on each of them. The
 // protected paths inside fenced roots then get no rebind and no stand-in: the fence
 // denies them itself, with a record of each attempt, where a read-only rebind would
-// answer EROFS before the fence could see the operation. The policy file, its lock
-// and the guarded files keep their rebinds (SPEC §8: never writable, whatever serves
-// the root).
+// answer EROFS before the fence could see the operation. That includes the policy
+// file and its lock, which the fence guards as its own (so an attempt on them is on
+// record too); the guarded files (the probe cache, which the fence does not know)
+// keep their rebinds.
 func bwrapArgv(pol policy.Execution, argv []string, guarded []string) ([]string, *standInPlan, []string) {
 	out := []string{"--ro-bind", "/", "/", "--dev", "/dev", "--unshare-pid"}
 	if pol.Network == policy.NetworkDeny {
@@ -130,7 +131,7 @@ func bwrapArgv(pol policy.Execution, argv []string, guarded []string) ([]string,
 		if pol.Fence {
 			kept := pps[:0]
 			for _, pp := range pps {
-				if pp.Reason == policy.ProtectPolicy || innermostRoot(pp.Path, bound) == "" {
+				if innermostRoot(pp.Path, bound) == "" {
 					kept = append(kept, pp)
 				}
 			}

@@ -257,7 +257,10 @@ func landlockEnforcement(pol policy.Execution, abi int, seccompOK bool) (Enforce
 		if !filepath.IsAbs(r) {
 			return "", fmt.Errorf("landlock: writable root %q is not absolute", r)
 		}
-		if pol.PolicyFile != "" && canon.Within(pol.PolicyFile, r) {
+		// A fenced root (pol.Fence: every root but the host's /tmp) is served by the
+		// fence, which guards the policy file as its own.
+		fenced := pol.Fence && r != "/tmp"
+		if pol.PolicyFile != "" && !fenced && canon.Within(pol.PolicyFile, r) {
 			return "", fmt.Errorf("landlock: the policy file %q lies beneath writable root %q and Landlock cannot keep it read-only there (SPEC §8)", pol.PolicyFile, r)
 		}
 	}

@@ -472,3 +472,28 @@ cd "$PWD"; echo x > .git/hooks/post-merge 2>/dev/null; grep -c fuse.toh /proc/se
 		})
 	}
 }
+
+// The policy file inside a fenced root is guarded by the fence itself, so an
+// attempt on it is on record like any other refusal (bwrap would answer EROFS first).
+func TestFencePolicyFileAttemptIsRecorded(t *testing.T) {
+	s := newFenceScratch(t)
+	pol := filepath.Join(s.ws, "policy.json")
+	doc := `{"version":1,"mode":"workspace-write"}`
+	if err := os.WriteFile(pol, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, runner := range runners(t) {
+		args := []string{"--json", "--policy", pol, "--runner", runner, "--probe-cache", s.cache, "--fence",
+			"-c", `echo '{"version":1,"mode":"danger-full-access"}' > policy.json 2>/dev/null; echo ok > allowed.txt; exit 0`}
+		r := toh(t, s.ws, nil, args...)
+		var e fenceEnvelope
+		if err := json.Unmarshal([]byte(r.stdout), &e); err != nil || e.Result == nil || e.Result.Denials == nil {
+			t.Fatalf("%s: bad output: %v %s %s", runner, err, r.stdout, r.stderr)
+		}
+		present(t, pol, doc)
+		present(t, filepath.Join(s.ws, "allowed.txt"), "ok\n")
+		if !slices.ContainsFunc(*e.Result.Denials, func(d fenceDenial) bool { return d.Path == pol }) || !e.Result.Denied {
+			t.Errorf("%s: the attempt on the policy file is not on record: %s", runner, r.stdout)
+		}
+	}
+}

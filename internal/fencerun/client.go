@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/toh-sandbox/toh/policy"
@@ -97,6 +98,12 @@ func (c *Client) Wrap(cmd *exec.Cmd) error {
 	}
 	cmd.Args = append(append(args, "--"), cmd.Args...)
 	cmd.Path = c.host
+	// The host must not outlive toh-exec: killed during the setup, toh-exec would
+	// otherwise leave a host that goes on to start the command, unreported.
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	dieWithParent(cmd.SysProcAttr)
 	cmd.ExtraFiles = append(cmd.ExtraFiles, w)
 	return nil
 }

@@ -41,8 +41,12 @@
 //     read-only has no writable roots, so nothing is fenced and the result says so
 //     (fence.roots is empty, denied comes from the dialect alone).
 //   - Protected paths inside fenced roots are left to the fence (bwrap rebinds them
-//     read-only otherwise, and its EROFS would never reach the fence); the policy
-//     file, its lock and the probe cache keep bwrap's read-only rebinds as well.
+//     read-only otherwise, and its EROFS would never reach the fence), the policy
+//     file and its lock included: the fence guards them as its own, so an attempt on
+//     them is on record. The probe cache, which the fence does not know, keeps
+//     bwrap's read-only rebind (and is not trusted inside a writable root anyway).
+//   - The host dies with toh-exec (parent-death signal): a toh-exec killed during the
+//     setup never leaves a host that starts the command on its own.
 //   - Root's mounts carry default_permissions: the kernel checks the caller's own
 //     permission bits and capabilities before the fence acts, so a command that
 //     dropped its capabilities cannot borrow the daemon's. A caller other than root
