@@ -5,13 +5,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/toh-sandbox/toh/internal/testutil"
 	"github.com/toh-sandbox/toh/policy"
 )
 
@@ -168,25 +167,11 @@ func guardMemory(t *testing.T, mnt string) {
 				return
 			case <-tick.C:
 			}
-			if r := selfRSS(); r > fenceRSSLimit {
+			if r := testutil.RSS(0); r > fenceRSSLimit {
 				fmt.Fprintf(os.Stderr, "--- FAIL: %s: the fence grew to %d MiB; detaching %s and exiting\n", t.Name(), r>>20, mnt)
 				Unmount(mnt, true)
 				os.Exit(3)
 			}
 		}
 	}()
-}
-
-func selfRSS() int64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
-			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
 }

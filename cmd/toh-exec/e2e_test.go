@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toh-sandbox/toh/internal/testutil"
 )
@@ -83,15 +85,31 @@ type envelope struct {
 }
 
 // toh runs the binary in dir with a policy path that does not exist (the embedded
-// default) unless args name another.
+// default) unless args name another. A run that hangs fails the test after
+// tohLimit instead of hanging the suite.
 func toh(t *testing.T, dir string, env []string, args ...string) runResult {
 	t.Helper()
-	cmd := exec.Command(tohExec, args...)
+	return runWithin(t, tohLimit, dir, env, args...)
+}
+
+// tohLimit bounds one toh-exec run of the tests.
+const tohLimit = 5 * time.Minute
+
+// runWithin runs toh-exec in dir, failing the test instead of hanging past limit.
+func runWithin(t *testing.T, limit time.Duration, dir string, env []string, args ...string) runResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, tohExec, args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
+	cmd.WaitDelay = 5 * time.Second
 	var so, se bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &so, &se
 	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("toh-exec %q did not finish within %v (stderr %q)", args, limit, se.String())
+	}
 	code := 0
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {

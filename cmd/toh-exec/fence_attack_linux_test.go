@@ -8,10 +8,8 @@ package main
 // positive control (the allowed thing landed).
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -24,31 +22,6 @@ import (
 	"github.com/toh-sandbox/toh/internal/fencerun"
 	"github.com/toh-sandbox/toh/internal/testutil"
 )
-
-// runWithin runs toh-exec like toh, but fails the test instead of hanging past limit.
-func runWithin(t *testing.T, limit time.Duration, dir string, env []string, args ...string) runResult {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), limit)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, tohExec, args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), env...)
-	cmd.WaitDelay = 5 * time.Second
-	var so, se bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &so, &se
-	err := cmd.Run()
-	if ctx.Err() != nil {
-		t.Fatalf("toh-exec %q did not finish within %v (stderr %q)", args, limit, se.String())
-	}
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("running toh-exec %q: %v", args, err)
-	}
-	return runResult{stdout: so.String(), stderr: se.String(), code: code}
-}
 
 func (s *fenceScratch) runWithin(t *testing.T, limit time.Duration, runner, script string, env ...string) fenceEnvelope {
 	t.Helper()

@@ -916,7 +916,7 @@ func startFence(t *testing.T, h *whyHarness, l *legRun, mnt, audit string) {
 				return
 			case <-tick.C:
 			}
-			if r := processRSS(cmd.Process.Pid); r > whyFenceRSSLimit {
+			if r := testutil.RSS(cmd.Process.Pid); r > whyFenceRSSLimit {
 				grew.Store(r)
 				cmd.Process.Kill()
 				return
@@ -959,21 +959,6 @@ func startFence(t *testing.T, h *whyHarness, l *legRun, mnt, audit string) {
 // whyFenceRSSLimit is far above what toh-mount needs for a scenario's tree and far
 // below what a loop in its node tree reaches within seconds.
 const whyFenceRSSLimit = 512 << 20
-
-// processRSS is the resident set size of process pid, 0 once it is gone.
-func processRSS(pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
-			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
-}
 
 type syncBuffer struct {
 	mu sync.Mutex

@@ -3,10 +3,8 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,21 +19,6 @@ import (
 // daemonRSSLimit is far above what toh-mount needs to serve the trees below (a
 // few MiB) and far below what a loop in the node tree reaches within seconds.
 const daemonRSSLimit = 256 << 20
-
-// rss is the resident set size of process pid, or -1 once it is gone.
-func rss(pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return -1
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
-			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			return kb << 10
-		}
-	}
-	return -1
-}
 
 // guardRSS kills the daemon d (only it) as soon as its RSS passes limit, and
 // reports whether it did, so a regression that makes it allocate without end
@@ -62,7 +45,7 @@ func guardRSS(t *testing.T, d *daemon, limit int64) (killed func() (bool, int64)
 				return
 			case <-tick.C:
 			}
-			r := rss(d.cmd.Process.Pid)
+			r := testutil.RSS(d.cmd.Process.Pid)
 			peak = max(peak, r)
 			if r > limit {
 				d.cmd.Process.Kill()
@@ -114,7 +97,7 @@ func TestCyclicTreesBoundedMemory(t *testing.T) {
 		cmd := exec.CommandContext(ctx, name, args...)
 		out, _ := cmd.CombinedOutput() // ELOOP entries make ls and find exit 1
 		if ctx.Err() != nil {
-			t.Errorf("%s %q did not finish within 20s (daemon RSS %d MiB)", name, args, rss(d.cmd.Process.Pid)>>20)
+			t.Errorf("%s %q did not finish within 20s (daemon RSS %d MiB)", name, args, testutil.RSS(d.cmd.Process.Pid)>>20)
 		}
 		return string(out)
 	}
