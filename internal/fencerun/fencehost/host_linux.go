@@ -367,33 +367,31 @@ func StageMain(args []string) int {
 		binds = map[int]string{}
 		hide  string
 	)
-	for len(args) > 0 && args[0] != "--" {
-		if len(args) < 2 {
-			fmt.Fprintf(os.Stderr, "toh-mount %s: missing value for %s\n", fencerun.StageArg, args[0])
-			return 125
-		}
-		switch args[0] {
+	args, ok := internalArgs(fencerun.StageArg, args, func(name, value string) bool {
+		switch name {
 		case "--fd":
-			fd, _ = strconv.Atoi(args[1])
+			fd, _ = strconv.Atoi(value)
 		case "--cwd":
-			cwd = args[1]
+			cwd = value
 		case "--path":
-			path = args[1]
+			path = value
 		case "--umask":
-			if m, err := strconv.ParseUint(args[1], 8, 12); err == nil {
+			if m, err := strconv.ParseUint(value, 8, 12); err == nil {
 				umask = int(m)
 			}
 		case "--root":
-			roots = append(roots, args[1])
+			roots = append(roots, value)
 		case "--bind":
-			binds[len(roots)] = args[1]
+			binds[len(roots)] = value
 		case "--hide":
-			hide = args[1]
+			hide = value
 		default:
-			fmt.Fprintf(os.Stderr, "toh-mount %s: unknown option %s\n", fencerun.StageArg, args[0])
-			return 125
+			return false
 		}
-		args = args[2:]
+		return true
+	})
+	if !ok {
+		return 125
 	}
 	if fd < 3 || umask < 0 || len(args) < 2 || path == "" || cwd == "" {
 		fmt.Fprintf(os.Stderr, "toh-mount %s: internal stage of toh-exec --fence; not for direct use\n", fencerun.StageArg)

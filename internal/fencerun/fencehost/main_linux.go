@@ -30,25 +30,25 @@ func HostMain(args []string) int {
 		path     string
 		roots    []string
 	)
-	for len(args) > 0 && args[0] != "--" {
-		if len(args) < 2 {
-			return usage("missing value for " + args[0])
-		}
-		switch args[0] {
+	args, ok := internalArgs(fencerun.HostArg, args, func(name, value string) bool {
+		switch name {
 		case "--result-fd":
-			resultFD, _ = strconv.Atoi(args[1])
+			resultFD, _ = strconv.Atoi(value)
 		case "--policy-json":
-			polJSON = args[1]
+			polJSON = value
 		case "--cwd":
-			cwd = args[1]
+			cwd = value
 		case "--path":
-			path = args[1]
+			path = value
 		case "--root":
-			roots = append(roots, args[1])
+			roots = append(roots, value)
 		default:
-			return usage("unknown option " + args[0])
+			return false
 		}
-		args = args[2:]
+		return true
+	})
+	if !ok {
+		return 125
 	}
 	if resultFD < 3 || len(args) < 2 || path == "" || cwd == "" || len(roots) == 0 {
 		return usage("internal host of toh-exec --fence; not for direct use")
@@ -144,6 +144,24 @@ var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, sys
 func usage(msg string) int {
 	fmt.Fprintf(os.Stderr, "toh-mount %s: %s\n", fencerun.HostArg, msg)
 	return 125
+}
+
+// internalArgs reads the "--name value ... -- ARGV..." form both internal roles
+// take, handing each option to set in order (false: unknown), and returns what
+// follows the options ("--" included). A bad option is reported on stderr.
+func internalArgs(role string, args []string, set func(name, value string) bool) ([]string, bool) {
+	for len(args) > 0 && args[0] != "--" {
+		if len(args) < 2 {
+			fmt.Fprintf(os.Stderr, "toh-mount %s: missing value for %s\n", role, args[0])
+			return nil, false
+		}
+		if !set(args[0], args[1]) {
+			fmt.Fprintf(os.Stderr, "toh-mount %s: unknown option %s\n", role, args[0])
+			return nil, false
+		}
+		args = args[2:]
+	}
+	return args, true
 }
 
 func oneLine(s string) string {
