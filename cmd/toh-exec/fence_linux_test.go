@@ -169,6 +169,7 @@ func TestFenceRecordCarriesTheCallersPID(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(s.ws, "pid.txt")); len(b) == 0 {
 		t.Fatal("the allowed write did not land")
 	}
+	absent(t, filepath.Join(s.ws, ".git/hooks/post-commit"))
 }
 
 func TestFenceConcurrentRunsSeeOnlyTheirOwnRecords(t *testing.T) {
