@@ -95,6 +95,13 @@ func runMount(o mountOptions, stderr io.Writer) int {
 		return exitOK
 	}
 
+	// Signals are caught from before the mount on, and acted on only once Mount has
+	// returned. Mount's last step (go-fuse's poll hack) opens and closes a file on
+	// the new mount, served by this very process: killed by a signal's default
+	// action in between, the process would leave a thread waiting for its own
+	// answer to FLUSH, unkillable, and the mount with it (seen once in CI).
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	m, err := fusefence.Mount(fusefence.Config{
 		Source:     o.source,
 		Mountpoint: o.mountpoint,
@@ -110,8 +117,6 @@ func runMount(o mountOptions, stderr io.Writer) int {
 		return exitFailure
 	}
 
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	detached := make(chan struct{})
 	go func() {
 		sig := <-sigs

@@ -73,11 +73,15 @@ func HostMain(args []string) int {
 	}
 	cmd := &exec.Cmd{Path: path, Args: args[1:], Dir: cwd, Env: os.Environ(),
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
+	// Caught from before Wrap: for a caller other than root, Wrap mounts on the host,
+	// and go-fuse's last mount step opens and closes a file on that mount, served
+	// by this process; killed by a default action in between, a thread would wait
+	// for its own answer forever. Queued signals reach the stage once it runs.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, forwarded...)
 	if err := run.Wrap(cmd); err != nil {
 		return fail(err)
 	}
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, forwarded...)
 	if err := cmd.Start(); err != nil {
 		run.Finished()
 		return fail(fmt.Errorf("starting the fence stage: %w", err))
