@@ -62,15 +62,19 @@ for mode in read-only workspace-write; do
 	launcher_cmd[$mode]=$LAUNCHER_CMD
 	llr_flags[$mode]=$LLR_FLAGS
 	if command -v strace >/dev/null; then
-		# The raw baselines must be exactly what toh-exec spawns.
-		for check in "bwrap:$BWRAP_STRACE" "landlock:$LAUNCHER_STRACE"; do
-			runner=${check%%:*} want=${check#*:}
-			strace -f -v -xx -s 65536 -e trace=execve -o "$work/strace.txt" \
-				"$toh" --probe-cache "$chain_cache" --runner "$runner" --mode "$mode" -- true
-			grep -qF -- "$want" "$work/strace.txt" ||
-				die "toh-exec --runner $runner --mode $mode did not spawn the argv execargv printed (see $work/strace.txt; KEEP=1)"
-		done
-		note "$mode: the raw bwrap and launcher argvs are byte-identical to toh-exec's (strace)"
+		# The raw bwrap baseline must be exactly what toh-exec spawns.
+		strace -f -v -xx -s 65536 -e trace=execve -o "$work/strace.txt" \
+			"$toh" --probe-cache "$chain_cache" --runner bwrap --mode "$mode" -- true
+		grep -qF -- "$BWRAP_STRACE" "$work/strace.txt" ||
+			die "toh-exec --runner bwrap --mode $mode did not spawn the argv execargv printed (see $work/strace.txt; KEEP=1)"
+		# The Landlock rung starts the command itself (no launcher re-exec): exactly
+		# two execve calls, toh-exec's own and true's, with Landlock applied between.
+		strace -f -v -xx -s 65536 -e trace=execve,landlock_restrict_self -o "$work/strace.txt" \
+			"$toh" --probe-cache "$chain_cache" --runner landlock --mode "$mode" -- true
+		[[ $(grep -c 'execve(' "$work/strace.txt") == 2 && $(grep -c 'landlock_restrict_self(.*= 0' "$work/strace.txt") == 1 ]] &&
+			! grep -q '__landlock-run' "$work/strace.txt" ||
+			die "toh-exec --runner landlock --mode $mode did not start true directly under Landlock (see $work/strace.txt; KEEP=1)"
+		note "$mode: raw bwrap argv byte-identical to toh-exec's; Landlock rung starts true with no re-exec (strace)"
 	else
 		note "strace missing: argv identity with toh-exec not verified"
 	fi

@@ -3,9 +3,14 @@ package sandbox
 // The Landlock launcher stage (SPEC §4.2), platform-independent half: the launcher's
 // command line, its exact texts, and which policies it can enforce at all.
 //
-// toh-exec re-execs its own binary as the launcher; the launcher restricts itself and
-// then execve(2)s the target, so the target runs confined and its exit status passes
-// through untouched, 125 included. Command line (built by [LandlockArgv]):
+// The launcher is toh-exec's own binary re-exec'd; it restricts itself and then
+// execve(2)s the target, so the target runs confined and its exit status passes
+// through untouched, 125 included. It is the Landlock rung's argv ([Confined].Argv),
+// what the probe runs, and what runs behind a fence stage. A plain toh-exec run does
+// not re-exec: [Run] applies the very same plan, parsed from this command line, to one
+// thread of its own and starts the target from it (landlock_direct_linux.go says why
+// that is the same confinement, and why it was done: a second Go start per run).
+// Command line (built by [LandlockArgv]):
 //
 //	toh-exec __landlock-run [--probe] [--mode read-only|workspace-write] [--rw PATH]... [--net-deny] [--max-abi N] -- ARGV...
 //

@@ -379,7 +379,9 @@ func landlockFileOps() []landlockFileOp {
 // changed, canary included) and lands under workspace-write with the directory as a
 // root (positive control: the same command does work, and the canary beside the root
 // is still untouched).
-func TestLandlockFileEffects(t *testing.T) {
+func TestLandlockFileEffects(t *testing.T) { forEachLandlockPath(t, testLandlockFileEffects) }
+
+func testLandlockFileEffects(t *testing.T, run landlockRunner) {
 	requireLandlock(t, 1)
 	for _, o := range landlockFileOps() {
 		t.Run(o.name, func(t *testing.T) {
@@ -393,7 +395,7 @@ func TestLandlockFileEffects(t *testing.T) {
 			}
 			before := landlockSnapshot(t, tr.base)
 
-			r := runLandlock(t, append([]string{"--mode", "read-only", "--"}, o.argv(tr.ws)...)...)
+			r := run(t, append([]string{"--mode", "read-only", "--"}, o.argv(tr.ws)...)...)
 			if r.code == 0 || !strings.Contains(strings.ToLower(r.stderr), "permission denied") {
 				t.Errorf("read-only: want a non-zero exit and %q, got exit %d stderr %q", "permission denied", r.code, r.stderr)
 			}
@@ -405,7 +407,7 @@ func TestLandlockFileEffects(t *testing.T) {
 			}
 
 			canary := landlockSnapshot(t, tr.canary)
-			r = runLandlock(t, append([]string{"--mode", "workspace-write", "--rw", tr.ws, "--"}, o.argv(tr.ws)...)...)
+			r = run(t, append([]string{"--mode", "workspace-write", "--rw", tr.ws, "--"}, o.argv(tr.ws)...)...)
 			if r.code != 0 {
 				t.Fatalf("workspace-write: exit %d, stderr %q", r.code, r.stderr)
 			}
@@ -420,21 +422,25 @@ func TestLandlockFileEffects(t *testing.T) {
 }
 
 func TestLandlockReadOnlyKeepsReadsAndDevNull(t *testing.T) {
+	forEachLandlockPath(t, testLandlockReadOnlyKeepsReadsAndDevNull)
+}
+
+func testLandlockReadOnlyKeepsReadsAndDevNull(t *testing.T, run landlockRunner) {
 	requireLandlock(t, 1)
 	tr := newLandlockFileTree(t)
 	before := landlockSnapshot(t, tr.base)
 	script := `cat "$1/f" && ls "$1" >/dev/null && echo x > /dev/null && echo y >> /dev/null && : > /dev/null && echo ok`
-	r := runLandlock(t, "--mode", "read-only", "--", "bash", "-c", script, "bash", tr.ws)
+	r := run(t, "--mode", "read-only", "--", "bash", "-c", script, "bash", tr.ws)
 	if r.code != 0 || r.stdout != "orig\nok\n" || r.stderr != "" {
 		t.Fatalf("reads and /dev/null: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
 	}
 	// Negative control: a write beside the sink in the same profile is refused.
-	r = runLandlock(t, "--mode", "read-only", "--", "bash", "-c", `echo x > "$1/new"`, "bash", tr.ws)
+	r = run(t, "--mode", "read-only", "--", "bash", "-c", `echo x > "$1/new"`, "bash", tr.ws)
 	if r.code == 0 || landlockExists(filepath.Join(tr.ws, "new")) {
 		t.Fatalf("write under read-only: exit %d stderr %q", r.code, r.stderr)
 	}
 	// Documented: utimensat is denied everywhere under read-only, /dev/null included.
-	r = runLandlock(t, "--mode", "read-only", "--", "touch", "/dev/null")
+	r = run(t, "--mode", "read-only", "--", "touch", "/dev/null")
 	if r.code == 0 || !strings.Contains(strings.ToLower(r.stderr), "permission denied") {
 		t.Fatalf("touch /dev/null under read-only: exit %d stderr %q", r.code, r.stderr)
 	}
@@ -444,12 +450,16 @@ func TestLandlockReadOnlyKeepsReadsAndDevNull(t *testing.T) {
 }
 
 func TestLandlockWorkspaceWriteBesideRoot(t *testing.T) {
+	forEachLandlockPath(t, testLandlockWorkspaceWriteBesideRoot)
+}
+
+func testLandlockWorkspaceWriteBesideRoot(t *testing.T, run landlockRunner) {
 	requireLandlock(t, 1)
 	tr := newLandlockFileTree(t)
 	canary := landlockSnapshot(t, tr.canary)
 	beside := filepath.Join(tr.base, "beside")
 	script := `echo in > "$1/in"; echo out > "$2"`
-	r := runLandlock(t, "--mode", "workspace-write", "--rw", tr.ws, "--", "bash", "-c", script, "bash", tr.ws, beside)
+	r := run(t, "--mode", "workspace-write", "--rw", tr.ws, "--", "bash", "-c", script, "bash", tr.ws, beside)
 	if r.code == 0 || !strings.Contains(strings.ToLower(r.stderr), "permission denied") {
 		t.Errorf("write beside the root: exit %d stderr %q", r.code, r.stderr)
 	}
@@ -466,7 +476,9 @@ func TestLandlockWorkspaceWriteBesideRoot(t *testing.T) {
 
 // A write beneath host /dev (here /dev/shm, a world-writable tmpfs) is denied in both
 // modes; the same run's write under the root lands.
-func TestLandlockDevShmDenied(t *testing.T) {
+func TestLandlockDevShmDenied(t *testing.T) { forEachLandlockPath(t, testLandlockDevShmDenied) }
+
+func testLandlockDevShmDenied(t *testing.T, run landlockRunner) {
 	requireLandlock(t, 1)
 	if !landlockExists("/dev/shm") {
 		t.Skip("no /dev/shm on this host")
@@ -482,7 +494,7 @@ func TestLandlockDevShmDenied(t *testing.T) {
 			}
 			marker := filepath.Join(tr.ws, "marker-"+mode)
 			script := `echo x > "$2"; st=$?; echo in > "$1" 2>/dev/null; exit $st`
-			r := runLandlock(t, append(args, "--", "bash", "-c", script, "bash", marker, shm)...)
+			r := run(t, append(args, "--", "bash", "-c", script, "bash", marker, shm)...)
 			if r.code == 0 || !strings.Contains(strings.ToLower(r.stderr), "permission denied") {
 				t.Errorf("write to %s: exit %d stderr %q", shm, r.code, r.stderr)
 			}
@@ -499,20 +511,22 @@ func TestLandlockDevShmDenied(t *testing.T) {
 // A rule path that cannot be opened is fatal: exit 125, one launcher line, and the
 // command never ran (its marker, which an existing root would have let it write, is
 // absent). Positive control: without the bad root the same command writes the marker.
-func TestLandlockRulePathMissing(t *testing.T) {
+func TestLandlockRulePathMissing(t *testing.T) { forEachLandlockPath(t, testLandlockRulePathMissing) }
+
+func testLandlockRulePathMissing(t *testing.T, run landlockRunner) {
 	requireLandlock(t, 1)
 	tr := newLandlockFileTree(t)
 	marker := filepath.Join(tr.ws, "marker")
 	missing := filepath.Join(tr.base, "does-not-exist")
 	cmdArgs := []string{"--", "bash", "-c", `echo ran > "$1"`, "bash", marker}
 
-	r := runLandlock(t, append([]string{"--mode", "workspace-write", "--rw", tr.ws, "--rw", missing}, cmdArgs...)...)
+	r := run(t, append([]string{"--mode", "workspace-write", "--rw", tr.ws, "--rw", missing}, cmdArgs...)...)
 	r.requireLaunchFailure(t, missing)
 	if landlockExists(marker) {
 		t.Fatalf("the command ran although a rule path was missing")
 	}
 
-	r = runLandlock(t, append([]string{"--mode", "workspace-write", "--rw", tr.ws, "--rw", tr.canary}, cmdArgs...)...)
+	r = run(t, append([]string{"--mode", "workspace-write", "--rw", tr.ws, "--rw", tr.canary}, cmdArgs...)...)
 	r.requireLaunchFailure(t, tr.canary) // a root that is a file is no root
 	if landlockExists(marker) {
 		t.Fatalf("the command ran although a root was a file")
@@ -522,13 +536,13 @@ func TestLandlockRulePathMissing(t *testing.T) {
 	if err := os.Symlink(filepath.Join(tr.ws, "sub"), link); err != nil {
 		t.Fatal(err)
 	}
-	r = runLandlock(t, append([]string{"--mode", "workspace-write", "--rw", tr.ws, "--rw", link}, cmdArgs...)...)
+	r = run(t, append([]string{"--mode", "workspace-write", "--rw", tr.ws, "--rw", link}, cmdArgs...)...)
 	r.requireLaunchFailure(t, "symlink") // roots are canonical; a symlink is a swap
 	if landlockExists(marker) {
 		t.Fatalf("the command ran although a root was a symlink")
 	}
 
-	r = runLandlock(t, append([]string{"--mode", "workspace-write", "--rw", tr.ws}, cmdArgs...)...)
+	r = run(t, append([]string{"--mode", "workspace-write", "--rw", tr.ws}, cmdArgs...)...)
 	if r.code != 0 || !landlockExists(marker) {
 		t.Fatalf("positive control: exit %d stderr %q marker=%v", r.code, r.stderr, landlockExists(marker))
 	}
@@ -548,7 +562,9 @@ func landlockNoExec(t *testing.T) string {
 	return p
 }
 
-func TestLandlockLauncherFailures(t *testing.T) {
+func TestLandlockLauncherFailures(t *testing.T) { forEachLandlockPath(t, testLandlockLauncherFailures) }
+
+func testLandlockLauncherFailures(t *testing.T, run landlockRunner) {
 	requireLandlock(t, landlockFullABI)
 	noExec := landlockNoExec(t)
 	cases := []struct {
@@ -569,7 +585,7 @@ func TestLandlockLauncherFailures(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := runLandlock(t, tc.args...)
+			r := run(t, tc.args...)
 			r.requireLaunchFailure(t, tc.mention)
 			if r.stdout != "" {
 				t.Errorf("stdout %q", r.stdout)
@@ -581,9 +597,13 @@ func TestLandlockLauncherFailures(t *testing.T) {
 // After exec the child's status passes through unchanged, 125 included, and a run on a
 // full ABI prints nothing of its own.
 func TestLandlockExitStatusPassThrough(t *testing.T) {
+	forEachLandlockPath(t, testLandlockExitStatusPassThrough)
+}
+
+func testLandlockExitStatusPassThrough(t *testing.T, run landlockRunner) {
 	requireLandlock(t, landlockFullABI)
 	for _, code := range []int{0, 1, 2, 125, 126, 127} {
-		r := runLandlock(t, "--mode", "read-only", "--", "bash", "-c", fmt.Sprintf("echo out; exit %d", code))
+		r := run(t, "--mode", "read-only", "--", "bash", "-c", fmt.Sprintf("echo out; exit %d", code))
 		if r.code != code || r.stdout != "out\n" || r.stderr != "" {
 			t.Errorf("exit %d: got exit %d stdout %q stderr %q", code, r.code, r.stdout, r.stderr)
 		}
@@ -612,25 +632,27 @@ func TestLandlockProbe(t *testing.T) {
 
 // On an ABI below 5 a confined run prints exactly the notice, then runs: the ABI is
 // lowered with --max-abi, so the old-kernel path runs on this kernel for real.
-func TestLandlockPartialNotice(t *testing.T) {
+func TestLandlockPartialNotice(t *testing.T) { forEachLandlockPath(t, testLandlockPartialNotice) }
+
+func testLandlockPartialNotice(t *testing.T, run landlockRunner) {
 	requireLandlock(t, 1)
 	tr := newLandlockFileTree(t)
 	noExec := landlockNoExec(t)
 	before := landlockSnapshot(t, tr.base)
 	for _, abi := range []string{"1", "2", "3", "4"} {
 		t.Run("ABI "+abi, func(t *testing.T) {
-			r := runLandlock(t, "--mode", "read-only", "--max-abi", abi, "--", "bash", "-c", `cat "$1/f"; exit 7`, "bash", tr.ws)
+			r := run(t, "--mode", "read-only", "--max-abi", abi, "--", "bash", "-c", `cat "$1/f"; exit 7`, "bash", tr.ws)
 			if r.code != 7 || r.stdout != "orig\n" || r.stderr != landlockNoticePartial+"\n" {
 				t.Errorf("exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
 			}
 			// Still confined: the write is denied, the file untouched.
-			r = runLandlock(t, "--mode", "read-only", "--max-abi", abi, "--", "bash", "-c", `echo x >> "$1/f"`, "bash", tr.ws)
+			r = run(t, "--mode", "read-only", "--max-abi", abi, "--", "bash", "-c", `echo x >> "$1/f"`, "bash", tr.ws)
 			if r.code == 0 || !strings.HasPrefix(r.stderr, landlockNoticePartial+"\n") ||
 				!strings.Contains(strings.ToLower(r.stderr), "permission denied") {
 				t.Errorf("write: exit %d stderr %q", r.code, r.stderr)
 			}
 			// An execve failure after the notice adds exactly one failure line.
-			r = runLandlock(t, "--mode", "read-only", "--max-abi", abi, "--", noExec)
+			r = run(t, "--mode", "read-only", "--max-abi", abi, "--", noExec)
 			lines := r.launcherLines()
 			if r.code != 125 || len(lines) != 2 || lines[0] != landlockNoticePartial || !strings.Contains(lines[1], "exec format error") {
 				t.Errorf("exec failure: exit %d stderr %q", r.code, r.stderr)
@@ -643,11 +665,11 @@ func TestLandlockPartialNotice(t *testing.T) {
 	// ABI 1 has no refer right: rename(2) across directories fails with EXDEV even
 	// within a root; ABI 2 allows it. (mv would hide this by copying.)
 	renameScript := `perl -e 'rename($ARGV[0], $ARGV[1]) or die "rename: $!\n"' "$1/f" "$1/sub/f"`
-	r := runLandlock(t, "--mode", "workspace-write", "--rw", tr.ws, "--max-abi", "1", "--", "bash", "-c", renameScript, "bash", tr.ws)
+	r := run(t, "--mode", "workspace-write", "--rw", tr.ws, "--max-abi", "1", "--", "bash", "-c", renameScript, "bash", tr.ws)
 	if r.code == 0 || !strings.Contains(r.stderr, "cross-device") || landlockExists(filepath.Join(tr.ws, "sub", "f")) {
 		t.Errorf("ABI 1 cross-directory rename: exit %d stderr %q", r.code, r.stderr)
 	}
-	r = runLandlock(t, "--mode", "workspace-write", "--rw", tr.ws, "--max-abi", "2", "--", "bash", "-c", renameScript, "bash", tr.ws)
+	r = run(t, "--mode", "workspace-write", "--rw", tr.ws, "--max-abi", "2", "--", "bash", "-c", renameScript, "bash", tr.ws)
 	if r.code != 0 || !landlockExists(filepath.Join(tr.ws, "sub", "f")) {
 		t.Errorf("ABI 2 cross-directory rename: exit %d stderr %q", r.code, r.stderr)
 	}
@@ -675,7 +697,9 @@ func landlockCountingListener(t *testing.T) (addr string, accepted *atomic.Int64
 	return ln.Addr().String(), accepted
 }
 
-func TestLandlockNetworkDeny(t *testing.T) {
+func TestLandlockNetworkDeny(t *testing.T) { forEachLandlockPath(t, testLandlockNetworkDeny) }
+
+func testLandlockNetworkDeny(t *testing.T, run landlockRunner) {
 	requireLandlock(t, landlockNetABI)
 	if !landlockSeccompArch.supported() {
 		t.Skip("network deny fails closed on this architecture (no seccomp filter)")
@@ -736,7 +760,7 @@ func TestLandlockNetworkDeny(t *testing.T) {
 					base = append(base, "--rw", landlockScratch(t))
 				}
 				n := accepted.Load()
-				r := runLandlock(t, append(append(slices.Clone(base), "--net-deny", "--"), tc.argv...)...)
+				r := run(t, append(append(slices.Clone(base), "--net-deny", "--"), tc.argv...)...)
 				if r.code == 0 || !strings.Contains(strings.ToLower(r.stderr), "permission denied") {
 					t.Errorf("denied run: exit %d stderr %q", r.code, r.stderr)
 				}
@@ -750,7 +774,7 @@ func TestLandlockNetworkDeny(t *testing.T) {
 					t.Errorf("a connection got out")
 				}
 				// Positive control: the same command without --net-deny connects.
-				r = runLandlock(t, append(append(slices.Clone(base), "--"), tc.argv...)...)
+				r = run(t, append(append(slices.Clone(base), "--"), tc.argv...)...)
 				if r.code != 0 {
 					t.Fatalf("allowed run: exit %d stderr %q", r.code, r.stderr)
 				}
@@ -771,6 +795,10 @@ func TestLandlockNetworkDeny(t *testing.T) {
 // With --net-deny on ABI >= 6 the command cannot reach abstract unix sockets outside
 // the sandbox (bwrap --unshare-net parity); pathname sockets stay reachable.
 func TestLandlockNetworkDenyAbstractUnix(t *testing.T) {
+	forEachLandlockPath(t, testLandlockNetworkDenyAbstractUnix)
+}
+
+func testLandlockNetworkDenyAbstractUnix(t *testing.T, run landlockRunner) {
 	requireLandlock(t, 6)
 	if !landlockSeccompArch.supported() {
 		t.Skip("network deny fails closed on this architecture")
@@ -792,7 +820,7 @@ func TestLandlockNetworkDenyAbstractUnix(t *testing.T) {
 			c.Close()
 		}
 	}()
-	r := runLandlock(t, append([]string{"--mode", "read-only", "--net-deny", "--"}, landlockOp("dial-unix", name)...)...)
+	r := run(t, append([]string{"--mode", "read-only", "--net-deny", "--"}, landlockOp("dial-unix", name)...)...)
 	if r.code == 0 || !strings.Contains(strings.ToLower(r.stderr), "operation not permitted") {
 		t.Errorf("denied run: exit %d stderr %q", r.code, r.stderr)
 	}
@@ -800,7 +828,7 @@ func TestLandlockNetworkDenyAbstractUnix(t *testing.T) {
 	if accepted.Load() != 0 {
 		t.Errorf("the abstract socket was reached")
 	}
-	r = runLandlock(t, append([]string{"--mode", "read-only", "--"}, landlockOp("dial-unix", name)...)...)
+	r = run(t, append([]string{"--mode", "read-only", "--"}, landlockOp("dial-unix", name)...)...)
 	if r.code != 0 {
 		t.Fatalf("allowed run: exit %d stderr %q", r.code, r.stderr)
 	}
@@ -808,7 +836,9 @@ func TestLandlockNetworkDenyAbstractUnix(t *testing.T) {
 
 // On ABI >= 6 (with the signal-scope erratum fixed) the command cannot signal processes
 // outside the sandbox (bwrap --unshare-pid parity) but can signal its own children.
-func TestLandlockSignalScope(t *testing.T) {
+func TestLandlockSignalScope(t *testing.T) { forEachLandlockPath(t, testLandlockSignalScope) }
+
+func testLandlockSignalScope(t *testing.T, run landlockRunner) {
 	requireLandlock(t, 6)
 	if landlockErrata()&landlockErratumSignalScope == 0 {
 		t.Skip("signal scoping is not used on this kernel (erratum unfixed)")
@@ -819,14 +849,14 @@ func TestLandlockSignalScope(t *testing.T) {
 	}
 	t.Cleanup(func() { outside.Process.Kill(); outside.Wait() })
 	pid := strconv.Itoa(outside.Process.Pid)
-	r := runLandlock(t, append([]string{"--mode", "read-only", "--"}, landlockOp("kill0", pid)...)...)
+	r := run(t, append([]string{"--mode", "read-only", "--"}, landlockOp("kill0", pid)...)...)
 	if r.code == 0 || !strings.Contains(strings.ToLower(r.stderr), "operation not permitted") {
 		t.Errorf("signal outside: exit %d stderr %q", r.code, r.stderr)
 	}
 	if err := outside.Process.Signal(syscall.Signal(0)); err != nil {
 		t.Errorf("the outside process is gone: %v", err)
 	}
-	r = runLandlock(t, "--mode", "read-only", "--", "bash", "-c", `sleep 30 & kill $! && wait $!; [ $? -eq 143 ]`)
+	r = run(t, "--mode", "read-only", "--", "bash", "-c", `sleep 30 & kill $! && wait $!; [ $? -eq 143 ]`)
 	if r.code != 0 {
 		t.Errorf("signal own child: exit %d stderr %q", r.code, r.stderr)
 	}

@@ -7,8 +7,10 @@ import (
 	"github.com/toh-sandbox/toh/policy"
 )
 
-// landlockProvider is the second Linux rung: toh-exec re-execs itself as the launcher
-// stage, which applies the ruleset and execs argv.
+// landlockProvider is the second Linux rung. Its argv re-execs toh-exec as the
+// launcher stage, which applies the ruleset and execs argv; [Run] applies the same
+// ruleset itself on a thread of its own and starts argv from there (see
+// landlock_direct_linux.go), unless a fence stage has to run in between.
 type landlockProvider struct {
 	self string
 }
@@ -42,7 +44,7 @@ func (l *landlockProvider) Confine(argv []string, pol policy.Execution) (Confine
 			}
 		}
 	}
-	return Confined{
+	c := Confined{
 		FencedRoots:        fenced,
 		Argv:               LandlockArgv(l.self, pol, argv),
 		Backend:            BackendLandlock,
@@ -50,7 +52,14 @@ func (l *landlockProvider) Confine(argv []string, pol policy.Execution) (Confine
 		DenialSignatures:   denial,
 		RunnerFailureRules: rules,
 		Network:            network,
-	}, nil
+	}
+	// Run starts the command itself under exactly what the launcher would apply: the
+	// flags are parsed back from the launcher's argv, so the two paths cannot drift.
+	// An argv the launcher would refuse keeps the launcher path, which refuses it.
+	if f, err := parseLandlockFlags(c.Argv[2:]); err == nil {
+		c.landlock = &f
+	}
+	return c, nil
 }
 
 func (l *landlockProvider) Probe(ctx context.Context) error {

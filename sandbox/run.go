@@ -177,7 +177,12 @@ func Run(c Confined, pol policy.Execution, dir string, env []string, stdio Stdio
 		defer s.release()
 	}
 	tail := &tailBuffer{max: TailBytes}
-	code, sig, err := spawn(c.Argv[0], c.Argv, dir, env, stdio, tail, true, sigs, c.Stage)
+	var start func(*exec.Cmd) error
+	if c.landlock != nil && c.Stage == nil {
+		f := *c.landlock
+		start = func(cmd *exec.Cmd) error { return startLandlocked(cmd, f) }
+	}
+	code, sig, err := spawn(c.Argv[0], c.Argv, dir, env, stdio, tail, true, sigs, c.Stage, start)
 	var stageFailure string
 	if c.Stage != nil {
 		// Collected whatever happened: a stage that failed before the exec has
@@ -185,6 +190,14 @@ func Run(c Confined, pol policy.Execution, dir string, env []string, stdio Stdio
 		facts.Fence, stageFailure = c.Stage.Finished()
 	}
 	if err != nil {
+		var lf *launcherFailure
+		if errors.As(err, &lf) {
+			// The Landlock rung failed before the command ran, as the launcher stage
+			// would have reported with exit 125 and this line.
+			facts.RunnerFailed = true
+			facts.RunnerFailure = lf.line
+			return facts, &UnavailableError{Mode: pol.Mode, RunnerFailure: lf.line}
+		}
 		var se *stageError
 		if errors.As(err, &se) {
 			return facts, &UnavailableError{Mode: pol.Mode, Cause: se.err}
@@ -211,7 +224,13 @@ func Run(c Confined, pol policy.Execution, dir string, env []string, stdio Stdio
 		facts.RunnerFailure = stageFailure
 		return facts, &UnavailableError{Mode: pol.Mode, RunnerFailure: stageFailure}
 	}
-	cl := Classify(c, exit, tail.Bytes())
+	dialect := c
+	if start != nil {
+		// Run started the command itself and saw it start: nothing the command
+		// prints can be the launcher failing, so only the denial dialect is read.
+		dialect.RunnerFailureRules = RunnerFailureRules{}
+	}
+	cl := Classify(dialect, exit, tail.Bytes())
 	facts.Denied = cl.Denied
 	if pol.Fence && facts.Fence == nil {
 		// Asked for, with nothing to fence (read-only has no writable roots): the
@@ -266,7 +285,7 @@ func RunUnconfined(mode policy.Mode, path string, argv []string, dir string, env
 	if err := checkDir(dir); err != nil {
 		return facts, &SpawnError{Argv0: argv[0], Err: err}
 	}
-	code, sig, err := spawn(path, argv, dir, env, stdio, nil, false, nil, nil)
+	code, sig, err := spawn(path, argv, dir, env, stdio, nil, false, nil, nil, nil)
 	if err != nil {
 		return facts, &SpawnError{Argv0: argv[0], Err: err}
 	}
@@ -314,7 +333,10 @@ var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, sys
 //
 // sigs, when not nil, is a channel the caller already registered for the forwarded
 // signals; spawn then forwards what it received before the start too.
-func spawn(path string, argv []string, dir string, env []string, stdio Stdio, tail *tailBuffer, newSession bool, sigs chan os.Signal, stage Stage) (code, sig int, err error) {
+//
+// start, when not nil, starts the prepared command in place of cmd.Start (the
+// Landlock rung's own start, startLandlocked); its errors are returned as they are.
+func spawn(path string, argv []string, dir string, env []string, stdio Stdio, tail *tailBuffer, newSession bool, sigs chan os.Signal, stage Stage, start func(*exec.Cmd) error) (code, sig int, err error) {
 	cmd := &exec.Cmd{Path: path, Args: argv, Dir: dir, Env: env, Stdin: stdio.Stdin, Stdout: stdio.Stdout}
 	if newSession {
 		cmd.SysProcAttr = newSessionAttr()
@@ -333,7 +355,10 @@ func spawn(path string, argv []string, dir string, env []string, stdio Stdio, ta
 		signal.Notify(sigs, forwarded...)
 		defer signal.Stop(sigs)
 	}
-	if err := cmd.Start(); err != nil {
+	if start == nil {
+		start = (*exec.Cmd).Start
+	}
+	if err := start(cmd); err != nil {
 		if stage != nil {
 			// The stage, not the runner, failed to start (a namespace the kernel
 			// refused, for example): the runner's ENOENT rule does not apply.

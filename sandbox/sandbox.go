@@ -49,6 +49,13 @@
 // existing or missing, gets a deny rule, and the directories on the way to one may be
 // neither created nor removed nor renamed (see [SeatbeltProfile]).
 //
+// The Landlock rung's argv re-execs toh-exec as the launcher stage (SPEC §4.2); [Run]
+// skips that re-exec and applies the launcher's own plan to a thread of its own, then
+// starts the command from it (landlock_direct_linux.go). Both paths are tested against
+// the same expectations. Because Run then sees the command start, it reads only the
+// denial dialect afterwards: a command that prints a "landlock-run: " line and exits
+// 125 is its own result, not a runner failure.
+//
 // Enforcement is "full" for bwrap, "full" for Landlock read-only on ABI >= 5 with the
 // seccomp filter, and "partial" otherwise (Landlock workspace-write always, since a
 // seccomp filter cannot tell paths apart and Landlock cannot deny inside an allowed
@@ -164,6 +171,12 @@ type Confined struct {
 	// standIns, when set, are the protected paths [Run] must lock, and create where
 	// missing, before the spawn, and clean up after it (bwrap only).
 	standIns *standInPlan
+	// landlock, when set, is the launcher stage's command line parsed back from Argv
+	// (Landlock only): [Run] then applies the same plan on an OS thread of its own and
+	// starts the command from that thread instead of re-exec'ing toh-exec as the
+	// launcher (landlock_direct_linux.go). Argv stays the launcher's, and is what runs
+	// when a Stage is set.
+	landlock *landlockFlags
 }
 
 // Stage is a process of the caller's that [Run] starts in place of Argv and that

@@ -1,0 +1,250 @@
+package sandbox
+
+// Tests of the Landlock rung's direct path (landlock_direct_linux.go). Most of them are
+// the launcher's own tests in landlock_linux_test.go, run once through the launcher
+// stage and once through Run's direct start (forEachLandlockPath), with the same
+// expectations: same effects denied and allowed, same statuses, same
+// "landlock-run: " lines. The direct runs happen in this test process, which is what
+// TestLandlockDirectRetiresItsThread checks afterwards.
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toh-sandbox/toh/policy"
+	"golang.org/x/sys/unix"
+)
+
+// landlockRunner runs the Landlock rung with the launcher's arguments (everything after
+// "__landlock-run") and returns what the command printed and its status, 125 when the
+// rung failed before the command ran.
+type landlockRunner func(t *testing.T, args ...string) landlockResult
+
+// forEachLandlockPath runs body through the launcher stage (subtest "stage") and
+// through Run's direct start (subtest "direct").
+func forEachLandlockPath(t *testing.T, body func(t *testing.T, run landlockRunner)) {
+	t.Run("stage", func(t *testing.T) { body(t, runLandlock) })
+	t.Run("direct", func(t *testing.T) { body(t, runLandlockDirect) })
+}
+
+// runLandlockDirect runs args through Run with the flags parsed as the Landlock
+// provider parses them. Flags the launcher refuses keep the launcher path in
+// production (Confine sets no direct flags), so they go to the stage here too. The
+// Confined's launcher argv names a binary that does not exist: a run that did not
+// take the direct path fails to start, which every expectation notices.
+func runLandlockDirect(t *testing.T, args ...string) landlockResult {
+	t.Helper()
+	f, err := parseLandlockFlags(args)
+	if err != nil || f.probe {
+		return runLandlock(t, args...)
+	}
+	denial, rules := LandlockDialect()
+	c := Confined{
+		Argv:               append([]string{"/nonexistent/toh-exec-direct-test", landlockStageArg}, args...),
+		Backend:            BackendLandlock,
+		DenialSignatures:   denial,
+		RunnerFailureRules: rules,
+		landlock:           &f,
+	}
+	pol := policy.Execution{Mode: f.mode, WritableRoots: f.rw, Network: policy.NetworkAllow}
+	if f.netDeny {
+		pol.Network = policy.NetworkDeny
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), landlockHelperEnv+"="+landlockHelperValue)
+	var stdout, stderr bytes.Buffer
+	facts, err := Run(c, pol, dir, env, Stdio{Stdout: &stdout, Stderr: &stderr})
+	res := landlockResult{stdout: stdout.String(), stderr: stderr.String()}
+	switch {
+	case err == nil:
+		res.code = facts.Status()
+	case facts.RunnerFailed:
+		if !strings.HasPrefix(facts.RunnerFailure, landlockFailurePrefix) {
+			t.Fatalf("direct run %q: runner failure %q is not the launcher's", args, facts.RunnerFailure)
+		}
+		res.code = landlockExitFailure
+	default:
+		t.Fatalf("direct run %q: %v", args, err)
+	}
+	return res
+}
+
+// The direct path restricts one thread of this process and must leave no restricted
+// thread behind: every thread that remains has neither no_new_privs nor a seccomp
+// filter, whatever the runs did (succeeded, were denied, failed half-way through
+// applying the plan). Positive control: a thread restricted here on purpose, the way
+// the direct path does it, is seen, and is gone once its goroutine returns.
+func TestLandlockDirectRetiresItsThread(t *testing.T) {
+	requireLandlock(t, landlockFullABI)
+	if tasks := restrictedThreads(t); len(tasks) > 0 {
+		t.Skipf("this test process already runs with no_new_privs or a seccomp filter (threads %v)", tasks)
+	}
+	scratch := landlockScratch(t)
+	runs := [][]string{
+		{"--mode", "read-only", "--", "true"},
+		{"--mode", "read-only", "--", "bash", "-c", "echo x > /dev/full"},
+		{"--mode", "workspace-write", "--rw", scratch, "--", "bash", "-c", `echo x > "$0/f"`, scratch},
+		{"--mode", "workspace-write", "--rw", scratch, "--rw", filepath.Join(scratch, "missing"), "--", "true"},
+		{"--mode", "read-only", "--", "toh-no-such-command-4711"},
+	}
+	for i := 0; i < 4; i++ {
+		for _, args := range runs {
+			runLandlockDirect(t, args...)
+		}
+	}
+	if tasks := waitForUnrestrictedThreads(t); len(tasks) > 0 {
+		t.Fatalf("threads left restricted after the direct runs: %v", tasks)
+	}
+
+	// Positive control: the check does see a restricted thread of this process (one
+	// that is not the main thread, which the check leaves out).
+	release := make(chan struct{})
+	var tid int
+	for range 10 {
+		applied := make(chan int, 1)
+		go func() {
+			runtime.LockOSThread() // never unlocked: retired when the goroutine returns
+			if unix.Gettid() == os.Getpid() {
+				applied <- 0 // try again on another thread
+				return
+			}
+			plan, err := newLandlockPlan(landlockFlags{mode: policy.ReadOnly, argv: []string{"true"}}, LandlockABI(), landlockErrata(), landlockSeccompArch.supported())
+			if err == nil {
+				err = plan.apply()
+			}
+			if err != nil {
+				applied <- -1
+				return
+			}
+			applied <- unix.Gettid()
+			<-release
+		}()
+		if tid = <-applied; tid != 0 {
+			break
+		}
+	}
+	if tid <= 0 {
+		t.Fatalf("control: could not restrict a thread other than the main one (%d)", tid)
+	}
+	if tasks := restrictedThreads(t); !slices.Equal(tasks, []string{strconv.Itoa(tid)}) {
+		t.Fatalf("control: want exactly thread %d restricted, got %v", tid, tasks)
+	}
+	close(release)
+	if tasks := waitForUnrestrictedThreads(t); len(tasks) > 0 {
+		t.Fatalf("control thread not retired: %v", tasks)
+	}
+	// And the process itself can still write where the runs could not, from many
+	// goroutines (any of which could have landed on a restricted thread).
+	errs := make(chan error, 32)
+	for i := range 32 {
+		go func() {
+			p := filepath.Join(scratch, fmt.Sprintf("after-%d", i))
+			err := os.WriteFile(p, []byte("x"), 0o600)
+			if err == nil {
+				err = os.Chmod(p, 0o644)
+			}
+			errs <- err
+		}()
+	}
+	for range 32 {
+		if err := <-errs; err != nil {
+			t.Errorf("write after the direct runs: %v", err)
+		}
+	}
+}
+
+// restrictedThreads lists this process's threads that have no_new_privs set or a
+// seccomp filter, except the main thread: when the locked goroutine ran there, the
+// runtime cannot end it (on Linux a process whose main thread exits turns into a
+// zombie) and parks it for good instead (runtime.mexit), so it runs nothing again.
+func restrictedThreads(t *testing.T) []string {
+	t.Helper()
+	entries, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mainThread := strconv.Itoa(os.Getpid())
+	var out []string
+	for _, e := range entries {
+		if e.Name() == mainThread {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc/self/task", e.Name(), "status"))
+		if errors.Is(err, os.ErrNotExist) {
+			continue // exited meanwhile
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := string(b)
+		if strings.Contains(st, "\nNoNewPrivs:\t1\n") || !strings.Contains(st, "\nSeccomp:\t0\n") {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// waitForUnrestrictedThreads waits up to 5 s for restricted threads to be retired
+// (the runtime ends a locked thread shortly after its goroutine returned) and returns
+// those that remain.
+func waitForUnrestrictedThreads(t *testing.T) []string {
+	t.Helper()
+	var tasks []string
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		tasks = restrictedThreads(t)
+		if len(tasks) == 0 || time.Now().After(deadline) {
+			return tasks
+		}
+	}
+}
+
+// Run started the command itself on the direct path, so a command that imitates the
+// launcher (a "landlock-run: " line, exit 125) is an ordinary result there. Negative
+// control: through the launcher stage the same run can only be read by the dialect,
+// which calls it a runner failure.
+func TestLandlockDirectCommandCannotFakeRunnerFailure(t *testing.T) {
+	requireLandlock(t, 1)
+	args := []string{"--mode", "read-only", "--", "bash", "-c", `echo "landlock-run: made up" >&2; exit 125`}
+	f, err := parseLandlockFlags(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	denial, rules := LandlockDialect()
+	pol := policy.Execution{Mode: policy.ReadOnly, Network: policy.NetworkAllow}
+	env := append(os.Environ(), landlockHelperEnv+"="+landlockHelperValue)
+	dir, _ := os.Getwd()
+	for _, direct := range []bool{true, false} {
+		c := Confined{
+			Argv:               append([]string{os.Args[0], landlockHelperRun, "--", "launch"}, args...),
+			Backend:            BackendLandlock,
+			DenialSignatures:   denial,
+			RunnerFailureRules: rules,
+		}
+		if direct {
+			c.landlock = &f
+		}
+		var stderr bytes.Buffer
+		facts, err := Run(c, pol, dir, env, Stdio{Stderr: &stderr})
+		if direct {
+			if err != nil || facts.RunnerFailed || facts.ExitCode != 125 || stderr.String() != "landlock-run: made up\n" {
+				t.Errorf("direct: err %v facts %+v stderr %q, want the command's own exit 125", err, facts, stderr.String())
+			}
+			continue
+		}
+		if err == nil || !facts.RunnerFailed || facts.RunnerFailure != "landlock-run: made up" {
+			t.Errorf("stage: err %v facts %+v, want the dialect's runner failure", err, facts)
+		}
+	}
+}

@@ -1,0 +1,19 @@
+//go:build !linux
+
+package sandbox
+
+import (
+	"errors"
+	"os/exec"
+)
+
+// launcherFailure is a failure of the Landlock rung before the command ran.
+type launcherFailure struct{ line string }
+
+func (e *launcherFailure) Error() string { return e.line }
+
+// startLandlocked is never reached: only the Linux Landlock provider sets
+// Confined.landlock.
+func startLandlocked(cmd *exec.Cmd, f landlockFlags) error {
+	return &launcherFailure{line: landlockFailureLine(errors.New("Landlock is Linux-only"))}
+}
