@@ -104,6 +104,7 @@
 // truncates only after every check passed. Denials are EACCES. Other errors are
 // the host's errno (found with errors.As), EIO when there is none, and never
 // ENOSYS, which the kernel would take as "never implemented" for the whole mount.
+// The one deliberate ENOSYS is the answer to OPENDIR (see Caching and staleness).
 //
 // # Decisions
 //
@@ -167,7 +168,18 @@
 // Entry, attribute and negative-entry timeouts are [DefaultTimeout] (1 s), SETATTR
 // answers included. Directories keep their listing in the kernel's page cache
 // (FOPEN_CACHE_DIR), which the kernel drops when the directory's mtime, refreshed
-// with its attributes, has changed. Where the kernel allows it (root, Linux 6.9),
+// with its attributes, has changed. Directories have no handles: where the kernel
+// offers FUSE_NO_OPENDIR_SUPPORT (Linux 5.1) the first OPENDIR is answered ENOSYS,
+// after which the kernel sends no OPENDIR or RELEASEDIR and opens every directory
+// as FOPEN_KEEP_CACHE|FOPEN_CACHE_DIR on its own (fs/fuse/file.c, checked in
+// Linux 6.18), so the listing cache stays; each READDIR opens the host directory
+// for itself and seeks to the host's own offset (package noopendir). A warm git
+// status sent two of every three of its requests as OPENDIR and RELEASEDIR; it
+// takes half the time without them (bench/README.md). What it gives up: two
+// listings of one directory by different callers at the same offset are not
+// told apart, which host offsets make harmless (a listing continues after the
+// entry it last returned, whatever changed since), and opendir(3) no longer
+// reaches the daemon, which judged nothing there. Where the kernel allows it (root, Linux 6.9),
 // a file opened only for reading is read from the host file directly
 // (passthrough); otherwise, and while a read-write descriptor of the file is open,
 // reads keep the page cache (FOPEN_KEEP_CACHE), dropped on a size or mtime change.

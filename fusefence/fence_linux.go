@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/toh-sandbox/toh/canon"
+	"github.com/toh-sandbox/toh/fusefence/noopendir"
 	"github.com/toh-sandbox/toh/policy"
 )
 
@@ -165,7 +166,9 @@ func Mount(cfg Config) (*Fence, error) {
 			Debug:       cfg.Debug,
 			// OPEN carries O_TRUNC, so the fence truncates only after judging the
 			// open; otherwise the kernel truncates through a separate SETATTR.
-			ExtraCapabilities: fuse.CAP_ATOMIC_O_TRUNC,
+			// No OPENDIR and RELEASEDIR round trips where the kernel allows it
+			// (noopendir); listings keep the kernel's cache all the same.
+			ExtraCapabilities: fuse.CAP_ATOMIC_O_TRUNC | fuse.CAP_NO_OPENDIR_SUPPORT,
 			// One WRITE per MiB of a large write(2) instead of eight; a READ answered
 			// by splice must fit the pipe (1 MiB by default) with its header.
 			MaxWrite: maxWrite,
@@ -187,7 +190,8 @@ func Mount(cfg Config) (*Fence, error) {
 		opts.MountOptions.DirectMount = false
 	}
 	unix.Umask(0)
-	server, err := fuse.NewServer(&rawFS{RawFileSystem: fs.NewNodeFS(f.root, opts), f: f}, mountpoint, &opts.MountOptions)
+	raw := &rawFS{RawFileSystem: noopendir.Wrap(fs.NewNodeFS(f.root, opts)), f: f}
+	server, err := fuse.NewServer(raw, mountpoint, &opts.MountOptions)
 	if err != nil {
 		unix.Close(slashFd)
 		return nil, fmt.Errorf("mounting %q: %w", cfg.Mountpoint, err)

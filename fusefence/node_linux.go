@@ -268,17 +268,19 @@ func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 var _ = (fs.NodeOpendirHandler)((*node)(nil))
 
 // OpendirHandle lets the kernel keep a directory's listing in its page cache
-// (FOPEN_CACHE_DIR): an opendir whose listing is cached costs one round trip and no
-// host listing. The kernel drops the cached listing when it changes the directory
+// (FOPEN_CACHE_DIR): a listing read from the cache costs no request and no host
+// listing. The kernel drops the cached listing when it changes the directory
 // itself, and when the directory's mtime, refreshed once the attribute timeout
 // has passed, differs from the one it was read at; outside changes therefore show
-// within the timeout, as for attributes. The listing is read only at the first
-// READDIR, so an opendir answered from the cache lists nothing on the host.
+// within the timeout, as for attributes. Where the kernel offers
+// FUSE_NO_OPENDIR_SUPPORT the fence answers no OPENDIR at all (see noopendir):
+// the kernel then caches listings the same way on its own, and each READDIR opens
+// a handle here for itself alone.
 func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	return &dirHandle{n: n}, fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE, 0
 }
 
-// dirHandle lists its directory on first use.
+// dirHandle opens its host directory on first use.
 type dirHandle struct {
 	n  *node
 	mu sync.Mutex
@@ -332,10 +334,7 @@ func (d *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 	if errno != 0 {
 		return errno
 	}
-	if sd, ok := ds.(fs.FileSeekdirer); ok {
-		return sd.Seekdir(ctx, off)
-	}
-	return syscall.ENOTSUP
+	return ds.(*hostDir).Seekdir(ctx, off)
 }
 
 var _ = (fs.FileReleasedirer)((*dirHandle)(nil))
@@ -350,39 +349,81 @@ func (d *dirHandle) Releasedir(ctx context.Context, flags uint32) {
 
 var _ = (fs.NodeReaddirer)((*node)(nil))
 
-// Readdir lists the directory at once, showing each symlink as Lookup will.
+// Readdir streams the host directory, showing each symlink as Lookup will. Its
+// offsets are the host's (d_off) and Seekdir is lseek(2) on the host directory,
+// so a listing can go on from any offset it handed out on a fresh handle, which
+// is how READDIR arrives without OPENDIR (see noopendir).
 func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	rel := n.rel()
-	host := n.f.host(rel)
-	var dirSt unix.Stat_t
-	if err := unix.Stat(host, &dirSt); err != nil {
+	fd, err := unix.Open(n.f.host(rel), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
 		return nil, toErrno(err)
 	}
-	ds, errno := fs.NewLoopbackDirStream(host)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, toErrno(err)
+	}
+	ds, errno := fs.NewLoopbackDirStreamFd(fd)
 	if errno != 0 {
+		unix.Close(fd)
 		return nil, errno
 	}
-	defer ds.Close()
-	var list []fuse.DirEntry
-	for ds.HasNext() {
-		e, errno := ds.Next()
+	return &hostDir{f: n.f, rel: rel, dev: uint64(st.Dev), ds: ds}, 0
+}
+
+// hostDir is the listing of the host directory rel as the mirror shows it: an
+// escaping symlink shown as its target has that target's type and inode number,
+// one that leads nowhere is left out, and inode numbers are mixed with the
+// device as Lookup's are (see fence.stable).
+type hostDir struct {
+	f    *fence
+	rel  string
+	dev  uint64
+	ds   fs.DirStream // go-fuse's loopback stream of the host directory
+	next *fuse.DirEntry
+	err  syscall.Errno // the host listing's error, reported by Next
+}
+
+var _ = (fs.DirStream)((*hostDir)(nil))
+
+func (h *hostDir) HasNext() bool {
+	for h.next == nil && h.ds.HasNext() {
+		e, errno := h.ds.Next()
 		if errno != 0 {
-			return nil, errno
+			h.next, h.err = &fuse.DirEntry{}, errno
+			return true
 		}
 		if e.Mode&unix.S_IFMT == unix.S_IFLNK {
-			st, gen, errno := n.f.present(childRel(rel, e.Name))
+			st, gen, errno := h.f.present(childRel(h.rel, e.Name))
 			if errno != 0 {
 				continue // an escaping symlink that leads nowhere is not shown
 			}
 			e.Mode = uint32(st.Mode) & unix.S_IFMT
-			e.Ino = n.f.stable(&st, gen).Ino
+			e.Ino = h.f.stable(&st, gen).Ino
 		} else {
-			e.Ino = n.f.stable(&unix.Stat_t{Dev: dirSt.Dev, Ino: e.Ino}, 0).Ino
+			e.Ino = h.f.stable(&unix.Stat_t{Dev: h.dev, Ino: e.Ino}, 0).Ino
 		}
-		list = append(list, e)
+		h.next = &e
 	}
-	return fs.NewListDirStream(list), 0
+	return h.next != nil
 }
+
+func (h *hostDir) Next() (fuse.DirEntry, syscall.Errno) {
+	if !h.HasNext() {
+		return fuse.DirEntry{}, syscall.EIO
+	}
+	e, errno := *h.next, h.err
+	h.next, h.err = nil, 0
+	return e, errno
+}
+
+func (h *hostDir) Seekdir(ctx context.Context, off uint64) syscall.Errno {
+	h.next, h.err = nil, 0
+	return h.ds.(fs.FileSeekdirer).Seekdir(ctx, off)
+}
+
+func (h *hostDir) Close() { h.ds.Close() }
 
 var _ = (fs.NodeGetxattrer)((*node)(nil))
 
