@@ -22,6 +22,8 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/toh-sandbox/toh/fusefence/noopendir"
 )
 
 type config struct {
@@ -123,6 +125,7 @@ func main() {
 	noPlus := flag.Bool("no-readdirplus", false, "disable READDIRPLUS")
 	allowOther := flag.Bool("allow-other", false, "allow_other and default_permissions")
 	atomicTrunc := flag.Bool("atomic-o-trunc", false, "request CAP_ATOMIC_O_TRUNC")
+	noOpendir := flag.Bool("no-opendir", false, "no OPENDIR and RELEASEDIR (FUSE_NO_OPENDIR_SUPPORT, as toh-mount); the kernel then caches listings whatever -cache-dir says")
 	debug := flag.Bool("debug", false, "log every request on stderr")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile here until unmount")
 	flag.Parse()
@@ -192,8 +195,17 @@ func main() {
 	if *atomicTrunc {
 		opts.MountOptions.ExtraCapabilities |= fuse.CAP_ATOMIC_O_TRUNC
 	}
+	var raw fuse.RawFileSystem = fs.NewNodeFS(rootNode, opts)
+	if *noOpendir {
+		opts.MountOptions.ExtraCapabilities |= fuse.CAP_NO_OPENDIR_SUPPORT
+		raw = noopendir.Wrap(raw)
+	}
 	syscall.Umask(0)
-	server, err := fs.Mount(flag.Arg(1), rootNode, opts)
+	server, err := fuse.NewServer(raw, flag.Arg(1), &opts.MountOptions)
+	if err == nil {
+		go server.Serve()
+		err = server.WaitMount()
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "lbmount:", err)
 		os.Exit(1)
