@@ -13,6 +13,7 @@ import (
 	"slices"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/toh-sandbox/toh/canon"
 	"github.com/toh-sandbox/toh/policy"
@@ -21,6 +22,16 @@ import (
 // TailBytes is how much of a run's stderr is retained for classification. The dialects
 // are matched only against this tail: a denial that scrolled out of it is not seen.
 const TailBytes = 64 << 10
+
+// PipeGrace is how long a run goes on reading the command's stderr (and stdout, when
+// it is captured) after the command exited, for descendants that still hold them.
+// Then the pipes are closed and the run ends: a command that leaves a process behind
+// in the background ("server &") does not hold toh-exec until that process exits.
+// Under bwrap such processes die with the run's PID namespace anyway; under Landlock
+// (and danger-full-access) they live on, still confined, and a later write of theirs
+// to the closed pipe fails (EPIPE, or SIGPIPE unless ignored). Output they wrote
+// within the grace is kept.
+const PipeGrace = 500 * time.Millisecond
 
 // Facts are the result facts of one run (SPEC §5). A danger-full-access run carries
 // only Mode and Denied; every confined run carries all of Enforcement, RunnerFailed,
@@ -337,7 +348,8 @@ var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, sys
 // start, when not nil, starts the prepared command in place of cmd.Start (the
 // Landlock rung's own start, startLandlocked); its errors are returned as they are.
 func spawn(path string, argv []string, dir string, env []string, stdio Stdio, tail *tailBuffer, newSession bool, sigs chan os.Signal, stage Stage, start func(*exec.Cmd) error) (code, sig int, err error) {
-	cmd := &exec.Cmd{Path: path, Args: argv, Dir: dir, Env: env, Stdin: stdio.Stdin, Stdout: stdio.Stdout}
+	cmd := &exec.Cmd{Path: path, Args: argv, Dir: dir, Env: env, Stdin: stdio.Stdin, Stdout: stdio.Stdout,
+		WaitDelay: PipeGrace}
 	if newSession {
 		cmd.SysProcAttr = newSessionAttr()
 	}

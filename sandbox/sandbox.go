@@ -116,6 +116,9 @@
 //
 // The bwrap rung needs unprivileged user namespaces (or a setuid bwrap). Under bwrap
 // /tmp is a private tmpfs: files a confined command leaves there vanish with it.
+// Processes a command leaves in the background die with bwrap's PID namespace; under
+// Landlock they live on, confined, and the run ends [PipeGrace] after the command
+// exited even while they hold its stderr, closing that pipe on them.
 package sandbox
 
 import (

@@ -6,9 +6,12 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/toh-sandbox/toh/internal/testutil"
 )
@@ -331,4 +334,64 @@ func TestConfinedCommandsHoldNoCapabilities(t *testing.T) {
 	if strings.Contains(r.stdout, "CapEff:\t0000000000000000") {
 		t.Fatalf("negative control: root has no capabilities even unconfined (%q); the test proves nothing", r.stdout)
 	}
+}
+
+// A command that leaves a process in the background does not hold the run until that
+// process exits (sandbox.PipeGrace): toh-exec returns although the process still holds
+// its stderr (and its stdout under --json). Under Landlock the process lives on, still
+// confined, so it is alive after toh-exec returned (the negative control of waiting
+// for it: the run would end only when it did, and the test's limit would fail it
+// first); under bwrap it dies with the run's PID namespace.
+func TestBackgroundProcessDoesNotHoldTheRun(t *testing.T) {
+	for _, rung := range []string{"bwrap", "landlock"} {
+		for _, json := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s json=%v", rung, json), func(t *testing.T) {
+				requireRung(t, rung, 1)
+				s := newScratch(t)
+				tag := fmt.Sprintf("3600.%d%d", os.Getpid(), time.Now().UnixNano()%1e6)
+				// Plain runs hand the command toh-exec's own stdout, which this test
+				// reads to its end: the process leaves it alone. Under --json,
+				// toh-exec captures stdout through a pipe of its own, which it holds.
+				args := []string{"--policy", s.noPolicy, "--runner", rung, "-c", "sleep " + tag + " </dev/null >/dev/null & echo started"}
+				if json {
+					args = []string{"--policy", s.noPolicy, "--runner", rung, "--json", "-c", "sleep " + tag + " </dev/null & echo started"}
+				}
+				r := runWithin(t, time.Minute, s.ws, nil, args...)
+				if r.code != 0 || !strings.Contains(r.stdout, "started") {
+					t.Fatalf("exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+				}
+				pids := processesWithArg(t, tag)
+				for _, pid := range pids {
+					syscall.Kill(pid, syscall.SIGKILL)
+				}
+				if want := map[string]int{"bwrap": 0, "landlock": 1}[rung]; len(pids) != want {
+					t.Fatalf("background processes left: %v, want %d", pids, want)
+				}
+			})
+		}
+	}
+}
+
+// processesWithArg returns the PIDs of processes with arg among their arguments.
+func processesWithArg(t *testing.T, arg string) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		if slices.Contains(strings.Split(string(b), "\x00"), arg) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
