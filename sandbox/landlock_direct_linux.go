@@ -19,9 +19,22 @@ package sandbox
 // Why the rest of toh-exec stays unconfined: the goroutine locks itself to its
 // thread before restricting it and never unlocks, so the Go scheduler runs nothing
 // else there and retires the thread when the goroutine returns, right after the
-// start (or, when that thread is the process's main thread, which cannot exit, parks
-// it for good: runtime.mexit); threads the runtime creates meanwhile are cloned by its
-// template thread, not by a locked one. TestLandlockDirectRetiresItsThread checks that no thread of the
+// start; threads the runtime creates meanwhile are cloned by its template thread, not
+// by a locked one. The main thread is never the restricted one: the runtime could not
+// retire it (runtime.mexit parks it for good) and kill(2) of the process is checked
+// against it.
+//
+// Why the command cannot reach back into toh-exec: while the restricted thread lives
+// (from the start until its goroutine returns, microseconds after the command's
+// execve) it shares the command's Landlock domain, in which Landlock allows ptrace,
+// and it shares toh-exec's memory with unrestricted threads. So toh-exec makes itself
+// non-dumpable first (PR_SET_DUMPABLE 0): ptrace, /proc/PID/mem, process_vm_writev
+// and pidfd_getfd on it then need CAP_SYS_PTRACE, which the command never holds
+// (TestLandlockDirectParentNotPtraceable shows the attach succeeding without it). A
+// signal to that thread within the window, or to toh-exec on a kernel without
+// Landlock's signal scope (ABI < 6), can still kill toh-exec: the command then runs
+// on, confined, without its report, as it could under the launcher stage on such
+// kernels. TestLandlockDirectRetiresItsThread checks that no thread of the
 // process is left with no_new_privs or a seccomp filter.
 //
 // The working directory: the thread unshares its file-system context (CLONE_FS) and
@@ -78,13 +91,33 @@ func startLandlockedThread(cmd *exec.Cmd, f landlockFlags) error {
 	if err != nil {
 		return landlockDirectFail(err)
 	}
+	// The restricted thread shares this process's memory with threads that are not
+	// restricted, and the command's domain is that thread's: Landlock lets a process
+	// ptrace another in its own domain. A non-dumpable process can be ptraced (or
+	// read through /proc/PID/mem, process_vm_writev, pidfd_getfd) only with
+	// CAP_SYS_PTRACE, which the command never holds. Never undone: the command's
+	// descendants may outlive it.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return landlockDirectFail(fmt.Errorf("making toh-exec non-dumpable: %w", err))
+	}
 	done := make(chan error, 1)
-	go func() {
+	var run func()
+	run = func() {
 		// Never unlocked: the runtime retires this thread when the goroutine returns,
 		// instead of running other goroutines on a restricted thread.
 		runtime.LockOSThread()
+		if unix.Gettid() == unix.Getpid() {
+			// The main thread: the runtime cannot end it and parks it for good
+			// instead, and kill(2) of this process is checked against its
+			// credentials, so the command, in the same domain, could signal
+			// toh-exec through it whatever Landlock's signal scope says. Leave it
+			// unrestricted (parked once this returns) and go on elsewhere.
+			go run()
+			return
+		}
 		done <- startOnRestrictedThread(cmd, f, plan)
-	}()
+	}
+	go run()
 	return <-done
 }
 

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -82,10 +83,11 @@ func runLandlockDirect(t *testing.T, args ...string) landlockResult {
 }
 
 // The direct path restricts one thread of this process and must leave no restricted
-// thread behind: every thread that remains has neither no_new_privs nor a seccomp
-// filter, whatever the runs did (succeeded, were denied, failed half-way through
-// applying the plan). Positive control: a thread restricted here on purpose, the way
-// the direct path does it, is seen, and is gone once its goroutine returns.
+// thread behind, the main thread included: every thread that remains has neither
+// no_new_privs nor a seccomp filter, whatever the runs did (succeeded, were denied,
+// failed half-way through applying the plan). Positive control: a thread restricted
+// here on purpose, the way the direct path does it, is seen, and is gone once its
+// goroutine returns.
 func TestLandlockDirectRetiresItsThread(t *testing.T) {
 	requireLandlock(t, landlockFullABI)
 	if tasks := restrictedThreads(t); len(tasks) > 0 {
@@ -166,21 +168,15 @@ func TestLandlockDirectRetiresItsThread(t *testing.T) {
 }
 
 // restrictedThreads lists this process's threads that have no_new_privs set or a
-// seccomp filter, except the main thread: when the locked goroutine ran there, the
-// runtime cannot end it (on Linux a process whose main thread exits turns into a
-// zombie) and parks it for good instead (runtime.mexit), so it runs nothing again.
+// seccomp filter, the main thread included (the direct path never restricts it).
 func restrictedThreads(t *testing.T) []string {
 	t.Helper()
 	entries, err := os.ReadDir("/proc/self/task")
 	if err != nil {
 		t.Fatal(err)
 	}
-	mainThread := strconv.Itoa(os.Getpid())
 	var out []string
 	for _, e := range entries {
-		if e.Name() == mainThread {
-			continue
-		}
 		b, err := os.ReadFile(filepath.Join("/proc/self/task", e.Name(), "status"))
 		if errors.Is(err, os.ErrNotExist) {
 			continue // exited meanwhile
@@ -245,6 +241,71 @@ func TestLandlockDirectCommandCannotFakeRunnerFailure(t *testing.T) {
 		}
 		if err == nil || !facts.RunnerFailed || facts.RunnerFailure != "landlock-run: made up" {
 			t.Errorf("stage: err %v facts %+v, want the dialect's runner failure", err, facts)
+		}
+	}
+}
+
+// The command shares its Landlock domain with the thread that started it, and
+// Landlock allows ptrace within a domain: while that thread lives, the command could
+// attach to it and so write the memory of toh-exec's unrestricted threads. The
+// direct path makes the process non-dumpable first, which takes that away.
+//
+// Negative control (the attack, replicated with the same plan and the same start
+// from a restricted thread, this process dumpable): the command attaches to the
+// thread that started it. With the process non-dumpable, as Run leaves it, the same
+// attach is refused.
+func TestLandlockDirectParentNotPtraceable(t *testing.T) {
+	requireLandlock(t, 1)
+	runLandlockDirect(t, "--mode", "read-only", "--", "true")
+	if d, err := unix.PrctlRetInt(unix.PR_GET_DUMPABLE, 0, 0, 0, 0); err != nil || d != 0 {
+		t.Fatalf("after a direct run the process is dumpable (%d, %v)", d, err)
+	}
+	t.Cleanup(func() { unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0) })
+
+	env := append(os.Environ(), landlockHelperEnv+"="+landlockHelperValue)
+	for _, dumpable := range []int{1, 0} {
+		type result struct {
+			err    error
+			stderr string
+		}
+		got := make(chan result, 1)
+		var attack func()
+		attack = func() {
+			runtime.LockOSThread() // never unlocked: retired when the goroutine returns
+			if unix.Gettid() == os.Getpid() {
+				go attack() // not on the main thread, as the direct path
+				return
+			}
+			if err := unix.Prctl(unix.PR_SET_DUMPABLE, uintptr(dumpable), 0, 0, 0); err != nil {
+				got <- result{err: err}
+				return
+			}
+			plan, err := newLandlockPlan(landlockFlags{mode: policy.ReadOnly, argv: []string{"op"}}, LandlockABI(), landlockErrata(), landlockSeccompArch.supported())
+			if err == nil {
+				err = plan.apply()
+			}
+			if err != nil {
+				got <- result{err: err}
+				return
+			}
+			argv := landlockOp("ptrace-seize", strconv.Itoa(unix.Gettid()))
+			cmd := exec.Command(argv[0], argv[1:]...)
+			cmd.Env = env
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			err = cmd.Run()
+			got <- result{err: err, stderr: stderr.String()}
+		}
+		go attack()
+		r := <-got
+		if dumpable == 1 {
+			if r.err != nil {
+				t.Fatalf("negative control: the command could not attach to the dumpable parent's restricted thread (%v, %q); the attack this guards against is not reproduced", r.err, r.stderr)
+			}
+			continue
+		}
+		if r.err == nil || !strings.Contains(r.stderr, "operation not permitted") {
+			t.Fatalf("non-dumpable parent: want the attach refused, got %v, %q", r.err, r.stderr)
 		}
 	}
 }

@@ -105,6 +105,11 @@ func landlockTestOp(args []string) int {
 			_, err = c.Write([]byte("hello"))
 			c.Close()
 		}
+	case "ptrace-seize": // attaches without stopping; the tracee is detached at exit
+		var tid int
+		if tid, err = strconv.Atoi(target); err == nil {
+			err = unix.PtraceSeize(tid)
+		}
 	case "kill0":
 		var pid int
 		if pid, err = strconv.Atoi(target); err == nil {
