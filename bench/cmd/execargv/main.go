@@ -1,7 +1,9 @@
 // Command execargv prints, as shell assignments for bench/exec.sh, the exact command
-// lines the toh-exec speed benchmark compares: the bwrap argv and the Landlock
-// launcher argv that toh-exec itself would spawn for "true" in the current directory,
-// and the landlock-restrict flags that grant the same file access.
+// lines the toh-exec speed benchmark compares: the bwrap argv that toh-exec itself
+// would spawn for "true" in the current directory, the Landlock launcher argv (what
+// the probe and a fenced run start; a plain run applies the same plan in-process and
+// starts "true" itself), and the landlock-restrict flags that grant the same file
+// access.
 //
 // The argvs come from the sandbox package's own runner chain (sandbox.NewChain with
 // the runner forced, then Chain.Confine), fed by the policy resolved the way toh-exec
@@ -63,7 +65,6 @@ func run(self, cache, mode, bwrap string) error {
 	assign("BWRAP_CMD", hyperfineCommand(bw.Argv))
 	assign("BWRAP_STRACE", straceArgv(bw.Argv))
 	assign("LAUNCHER_CMD", hyperfineCommand(ll.Argv))
-	assign("LAUNCHER_STRACE", straceArgv(ll.Argv))
 	assign("LLR_FLAGS", hyperfineCommand(landlockRestrictFlags(pol)))
 	assign("WRITABLE_ROOTS", strings.Join(pol.WritableRoots, " "))
 	assign("BWRAP_ENFORCEMENT", string(bw.Enforcement))
