@@ -23,14 +23,21 @@ import (
 // are matched only against this tail: a denial that scrolled out of it is not seen.
 const TailBytes = 64 << 10
 
-// PipeGrace is how long a run goes on reading the command's stderr (and stdout, when
-// it is captured) after the command exited, for descendants that still hold them.
-// Then the pipes are closed and the run ends: a command that leaves a process behind
-// in the background ("server &") does not hold toh-exec until that process exits.
-// Under bwrap such processes die with the run's PID namespace anyway; under Landlock
-// (and danger-full-access) they live on, still confined, and a later write of theirs
-// to the closed pipe fails (EPIPE, or SIGPIPE unless ignored). Output they wrote
-// within the grace is kept.
+// PipeGrace is how long a run goes on waiting for the command's stderr (and stdout,
+// when it is captured) after the command exited, for descendants that still hold
+// them. Then the pipes are closed and the run ends: a command that leaves a process
+// behind in the background ("server &") does not hold toh-exec until that process
+// exits. Under bwrap such processes die with the run's PID namespace anyway; under
+// Landlock (and danger-full-access) they live on, still confined, and a later write
+// of theirs to the closed pipe fails (EPIPE, or SIGPIPE unless ignored).
+//
+// The grace bounds the wait for the pipe's writers, never the hand-over of what is
+// already in the pipe: when it ends, whatever the pipe holds at that moment (at most
+// one pipe buffer) is still read and passed on, however slowly the caller's writer
+// takes it. A run that closed the pipe on output the command had written before it
+// exited would cut it short and could drop the denial line classification needs (a
+// caller reading toh-exec's stderr more slowly than the command wrote it was enough;
+// exec.Cmd's WaitDelay, which 4a742b1 used, does exactly that). See outputPipe.
 const PipeGrace = 500 * time.Millisecond
 
 // Facts are the result facts of one run (SPEC §5). A danger-full-access run carries
@@ -348,8 +355,9 @@ var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, sys
 // start, when not nil, starts the prepared command in place of cmd.Start (the
 // Landlock rung's own start, startLandlocked); its errors are returned as they are.
 func spawn(path string, argv []string, dir string, env []string, stdio Stdio, tail *tailBuffer, newSession bool, sigs chan os.Signal, stage Stage, start func(*exec.Cmd) error) (code, sig int, err error) {
-	cmd := &exec.Cmd{Path: path, Args: argv, Dir: dir, Env: env, Stdin: stdio.Stdin, Stdout: stdio.Stdout,
-		WaitDelay: PipeGrace}
+	// WaitDelay only matters for a Stdin that is not a file (exec.Cmd's own copying
+	// goroutine); stdout and stderr are drained by outputPipe.
+	cmd := &exec.Cmd{Path: path, Args: argv, Dir: dir, Env: env, Stdin: stdio.Stdin, WaitDelay: PipeGrace}
 	if newSession {
 		cmd.SysProcAttr = newSessionAttr()
 	}
@@ -358,9 +366,40 @@ func spawn(path string, argv []string, dir string, env []string, stdio Stdio, ta
 			return 0, 0, &stageError{err}
 		}
 	}
-	cmd.Stderr = stdio.Stderr
+	var stderr io.Writer = stdio.Stderr
 	if tail != nil {
-		cmd.Stderr = &teeWriter{tail: tail, w: stdio.Stderr}
+		stderr = &teeWriter{tail: tail, w: stdio.Stderr}
+	}
+	var outs []*outputPipe
+	defer func() {
+		// Every return after this point: the parent's write ends are closed, then
+		// what the pipes still hold is passed on (see PipeGrace).
+		for _, p := range outs {
+			p.finish()
+		}
+	}()
+	for _, o := range []struct {
+		dst  io.Writer
+		into *io.Writer
+	}{{stdio.Stdout, &cmd.Stdout}, {stderr, &cmd.Stderr}} {
+		if f, ok := o.dst.(*os.File); ok || o.dst == nil {
+			if ok {
+				*o.into = f
+			}
+			continue
+		}
+		if o.into == &cmd.Stderr && len(outs) == 1 && sameWriter(o.dst, stdio.Stdout) {
+			// One writer for both: one pipe and one copier, as exec.Cmd does, so
+			// the writer is never written from two goroutines at once.
+			cmd.Stderr = cmd.Stdout
+			continue
+		}
+		p, err := newOutputPipe(o.dst)
+		if err != nil {
+			return 0, 0, err
+		}
+		outs = append(outs, p)
+		*o.into = p.w
 	}
 	if sigs == nil {
 		sigs = make(chan os.Signal, 4)
@@ -370,7 +409,13 @@ func spawn(path string, argv []string, dir string, env []string, stdio Stdio, ta
 	if start == nil {
 		start = (*exec.Cmd).Start
 	}
-	if err := start(cmd); err != nil {
+	err = start(cmd)
+	for _, p := range outs {
+		// The child holds its own copies now (or never will): the pipes end when
+		// the command and whatever it left behind close theirs.
+		p.closeWriter()
+	}
+	if err != nil {
 		if stage != nil {
 			// The stage, not the runner, failed to start (a namespace the kernel
 			// refused, for example): the runner's ENOENT rule does not apply.
@@ -398,6 +443,9 @@ func spawn(path string, argv []string, dir string, env []string, stdio Stdio, ta
 	}()
 	werr := cmd.Wait()
 	close(done)
+	for _, p := range outs {
+		p.finish()
+	}
 	ps := cmd.ProcessState
 	if ps == nil {
 		return 0, 0, werr
@@ -413,6 +461,94 @@ type stageError struct{ err error }
 
 func (e *stageError) Error() string { return e.err.Error() }
 func (e *stageError) Unwrap() error { return e.err }
+
+// outputPipe carries one output stream of the command to a writer that is not a file
+// (the tee of the retained tail, a buffer of --json): the command gets the write end,
+// and a goroutine copies from the read end to the writer until end of file. Once the
+// command exited, finish gives the pipe's writers PipeGrace more; when that has
+// passed, the goroutine takes what the pipe holds at that moment, passes it on and
+// stops, so a process left behind that keeps writing cannot hold the run, and what
+// the command wrote before it exited is never dropped for being slow to pass on.
+// Errors of the writer are ignored: a closed terminal must not stop the draining,
+// or the command would block on a full pipe.
+type outputPipe struct {
+	r, w   *os.File
+	wOnce  sync.Once
+	finish func()
+}
+
+func newOutputPipe(dst io.Writer) (*outputPipe, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("creating an output pipe: %w", err)
+	}
+	p := &outputPipe{r: r, w: w}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer r.Close()
+		p.copy(dst)
+	}()
+	p.finish = sync.OnceFunc(func() {
+		p.closeWriter()
+		// The deadline wakes a read that waits for writers which are not the
+		// command; reads of data already in the pipe are not waits.
+		_ = r.SetReadDeadline(time.Now().Add(PipeGrace))
+		<-done
+	})
+	return p, nil
+}
+
+// sameWriter is a == b for writers whose dynamic type may not be comparable.
+func sameWriter(a, b io.Writer) (same bool) {
+	defer func() {
+		if recover() != nil {
+			same = false
+		}
+	}()
+	return a == b
+}
+
+func (p *outputPipe) closeWriter() { p.wOnce.Do(func() { p.w.Close() }) }
+
+func (p *outputPipe) copy(dst io.Writer) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := p.r.Read(buf)
+		if n > 0 {
+			_, _ = dst.Write(buf[:n])
+		}
+		switch {
+		case err == nil:
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			// The grace is over (a read after the deadline fails at once, even with
+			// data waiting): what the pipe holds now is the last of it.
+			p.drainHeld(dst, buf)
+			return
+		default:
+			return
+		}
+	}
+}
+
+// drainHeld passes on exactly what the pipe holds now; later writes stay unread.
+func (p *outputPipe) drainHeld(dst io.Writer, buf []byte) {
+	n, err := pipeHeldBytes(p.r)
+	for err == nil && n > 0 {
+		// Each read is of data already there; the deadline only guards against a
+		// count the kernel got wrong, and is renewed because passing the data on
+		// may take long.
+		if err = p.r.SetReadDeadline(time.Now().Add(PipeGrace)); err != nil {
+			return
+		}
+		var m int
+		m, err = p.r.Read(buf[:min(n, len(buf))])
+		if m > 0 {
+			_, _ = dst.Write(buf[:m])
+			n -= m
+		}
+	}
+}
 
 // teeWriter retains everything in tail and forwards it to w; a failing w (a closed
 // terminal) must not stop the retention nor block the child.
