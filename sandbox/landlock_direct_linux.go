@@ -41,7 +41,9 @@ package sandbox
 // changes into the run's directory while it still holds its capabilities, as toh-exec
 // did before starting the launcher, so a root caller whose directory only
 // CAP_DAC_OVERRIDE lets it enter keeps working; the command is looked up in PATH there,
-// with execvp(3)'s rules, as the launcher did.
+// with execvp(3)'s rules, as the launcher did. The environment is fixed first as
+// exec.Cmd would give it to the launcher (with no Env: the inherited one plus PWD of
+// the run's directory), so PATH and PWD are the launcher's too.
 //
 // Failures the launcher would have reported with exit 125 and one "landlock-run: "
 // line (the plan, a rule path, the lookup, execve) are reported with that same line as
@@ -127,6 +129,10 @@ func startOnRestrictedThread(cmd *exec.Cmd, f landlockFlags, plan landlockPlan) 
 	if err := unix.Unshare(unix.CLONE_FS); err != nil {
 		return landlockDirectFail(fmt.Errorf("unsharing the working directory: %w", err))
 	}
+	// The environment the launcher would have had, fixed before Dir is cleared: with
+	// no Env, exec.Cmd gives the inherited one plus PWD=Dir, and the lookup below
+	// needs its PATH.
+	cmd.Env = cmd.Environ()
 	if cmd.Dir != "" {
 		if err := unix.Chdir(cmd.Dir); err != nil {
 			return landlockDirectFail(fmt.Errorf("working directory %q: %w", cmd.Dir, err))

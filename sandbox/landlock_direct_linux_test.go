@@ -309,3 +309,40 @@ func TestLandlockDirectParentNotPtraceable(t *testing.T) {
 		}
 	}
 }
+
+// Run with no environment (nil env: the inherited one, as exec.Cmd reads it) gives the
+// command what the launcher stage gives it: the inherited PATH to find it by name, and
+// PWD naming the run's directory. The direct path used to look the command up in an
+// empty PATH (a runner failure) and to leave PWD at the caller's directory.
+// Positive control: the launcher stage, run the same way.
+func TestLandlockDirectNilEnvIsTheInheritedOne(t *testing.T) {
+	requireLandlock(t, 1)
+	// The launcher stage is this test binary; with no env of its own it must find its
+	// role in the inherited environment.
+	t.Setenv(landlockHelperEnv, landlockHelperValue)
+	dir := landlockScratch(t)
+	script := `printf '%s\n' "$PWD"`
+	args := []string{"--mode", "read-only", "--", "sh", "-c", script}
+	f, err := parseLandlockFlags(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	denial, rules := LandlockDialect()
+	pol := policy.Execution{Mode: policy.ReadOnly, Network: policy.NetworkAllow}
+	for _, direct := range []bool{false, true} {
+		c := Confined{
+			Argv:               append([]string{os.Args[0], landlockHelperRun, "--", "launch"}, args...),
+			Backend:            BackendLandlock,
+			DenialSignatures:   denial,
+			RunnerFailureRules: rules,
+		}
+		if direct {
+			c.landlock = &f
+		}
+		var stdout, stderr bytes.Buffer
+		facts, err := Run(c, pol, dir, nil, Stdio{Stdout: &stdout, Stderr: &stderr})
+		if err != nil || facts.ExitCode != 0 || stdout.String() != dir+"\n" {
+			t.Errorf("direct %v: err %v facts %+v stdout %q stderr %q, want exit 0 and PWD %s", direct, err, facts, stdout.String(), stderr.String(), dir)
+		}
+	}
+}
