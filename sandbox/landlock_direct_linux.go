@@ -63,13 +63,15 @@ package sandbox
 // and harmless, until someone kills it: its process group is orphaned from the
 // start (a session of its own), so the kernel sends it no SIGHUP/SIGCONT.
 //
-// On a kernel without Landlock's signal scope (ABI < 6, or the erratum unfixed) the
-// command can signal toh-exec through any of its threads, on either path, as it can
-// renice it, set its rlimits (prlimit(2), which Landlock does not govern; an address
-// space limit can make toh-exec die of "out of memory" with status 2), or change its
-// scheduling: none of these is governed by Landlock, and only bwrap's PID namespace
-// hides toh-exec. TestLandlockDirectRetiresItsThread checks that no thread of the
-// process is left with no_new_privs or a seccomp filter.
+// What the command can still do to toh-exec, on either path (the launcher stage is no
+// better): renice it, change its scheduling and set its rlimits, since setpriority(2),
+// sched_setattr(2) and prlimit(2) need only the same uid and Landlock governs none of
+// them (an address-space limit set with prlimit made toh-exec die of "out of memory"
+// with status 2 and a traceback, and no result); only bwrap's PID namespace hides
+// toh-exec. On a kernel without Landlock's signal scope (ABI < 6, or the erratum
+// unfixed) it can also signal toh-exec through any of its threads.
+// TestLandlockDirectRetiresItsThread checks that no thread of the process is left
+// with no_new_privs or a seccomp filter.
 //
 // The working directory: the thread unshares its file-system context (CLONE_FS) and
 // changes into the run's directory while it still holds its capabilities, as toh-exec

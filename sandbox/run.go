@@ -470,7 +470,12 @@ func (e *stageError) Unwrap() error { return e.err }
 // stops, so a process left behind that keeps writing cannot hold the run, and what
 // the command wrote before it exited is never dropped for being slow to pass on.
 // Errors of the writer are ignored: a closed terminal must not stop the draining,
-// or the command would block on a full pipe.
+// or the command would block on a full pipe. A writer that blocks for good holds the
+// run: a command whose stdout is the caller's terminal can suspend that terminal's
+// output (tcflow TCOOFF on the descriptor it inherited, which neither Landlock, whose
+// device-ioctl right covers only devices opened under it, nor bwrap governs), and
+// toh-exec then waits forever to write the command's stderr and its own lines there.
+// That is the caller's terminal, seen the same way under every rung.
 type outputPipe struct {
 	r, w   *os.File
 	wOnce  sync.Once
