@@ -264,4 +264,10 @@
 //     ETXTBSY while passthrough is in use (see ioMode).
 //   - A write through a write-only descriptor clears set-user-ID and set-group-ID
 //     bits for every writer, root included.
+//   - Directory offsets (telldir, d_off) are the host's: on ext4 64-bit hash values,
+//     which 32-bit programs built without large-file support cannot hold (readdir
+//     fails with EOVERFLOW), as through go-fuse's loopback; the host gives such
+//     programs 32-bit hashes itself, but the daemon is the host's caller here. A
+//     listing read over several getdents calls shows the host directory as it is
+//     at each call, as a host listing does, not as it was at opendir.
 package fusefence
