@@ -132,6 +132,24 @@ func (f Facts) MarshalJSON() ([]byte, error) {
 type Stdio struct {
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
+	// Signals, when not nil, is a channel the caller registered with signal.Notify
+	// for the termination signals (SIGINT, SIGTERM, SIGHUP, SIGQUIT) and keeps
+	// registered: Run neither registers nor stops it. A signal that arrived on it
+	// before the command started ends the run before the start (an
+	// *InterruptedError); later ones are forwarded to the command. toh-exec
+	// registers at its start, so a signal during its setup is not lost, and skips
+	// signal.Stop, which costs 0.2 ms and buys nothing in a process about to exit.
+	Signals chan os.Signal
+}
+
+// InterruptedError is a run stopped by a termination signal before its command
+// started; nothing ran. toh-exec ends itself by the same signal.
+type InterruptedError struct {
+	Signal os.Signal
+}
+
+func (e *InterruptedError) Error() string {
+	return fmt.Sprintf("interrupted by %v before the command started", e.Signal)
 }
 
 // SpawnError is a failure to start the argv for a reason that is not the runner's
@@ -168,31 +186,41 @@ func Run(c Confined, pol policy.Execution, dir string, env []string, stdio Stdio
 			return facts, &UnavailableError{Mode: pol.Mode, Cause: err}
 		}
 	}
-	// Signals are caught from here on: one that arrives while stand-ins are prepared
-	// stops the run before the command starts (after cleaning up); later ones are
-	// forwarded to the child, and cleanup still happens after it exits.
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, forwarded...)
-	defer signal.Stop(sigs)
-	if c.standIns != nil {
-		var pending os.Signal
-		interrupted := func() bool {
+	// Signals are caught from here on (or already, by the caller): one that arrived
+	// before the command starts, while stand-ins are prepared included, stops the run
+	// before the start (after cleaning up); later ones are forwarded to the child, and
+	// cleanup still happens after it exits.
+	sigs := stdio.Signals
+	if sigs == nil {
+		sigs = make(chan os.Signal, 4)
+		signal.Notify(sigs, forwarded...)
+		defer signal.Stop(sigs)
+	}
+	var pending os.Signal
+	interrupted := func() bool {
+		if pending == nil {
 			select {
 			case sg := <-sigs:
 				pending = sg
 			default:
 			}
-			return pending != nil
 		}
+		return pending != nil
+	}
+	if c.standIns != nil {
 		s, err := c.standIns.prepare(interrupted)
-		if err == nil && interrupted() {
-			s.release()
-			err = fmt.Errorf("interrupted by %v before the command started", pending)
+		if interrupted() {
+			if err == nil {
+				s.release()
+			}
+			return facts, &SpawnError{Argv0: c.Argv[0], Err: &InterruptedError{Signal: pending}}
 		}
 		if err != nil {
 			return facts, &SpawnError{Argv0: c.Argv[0], Err: fmt.Errorf("preparing protected paths: %w", err)}
 		}
 		defer s.release()
+	} else if interrupted() {
+		return facts, &SpawnError{Argv0: c.Argv[0], Err: &InterruptedError{Signal: pending}}
 	}
 	tail := &tailBuffer{max: TailBytes}
 	var start func(*exec.Cmd) error
@@ -400,6 +428,9 @@ func spawn(path string, argv []string, dir string, env []string, stdio Stdio, ta
 		}
 		outs = append(outs, p)
 		*o.into = p.w
+	}
+	if sigs == nil {
+		sigs = stdio.Signals
 	}
 	if sigs == nil {
 		sigs = make(chan os.Signal, 4)
