@@ -38,6 +38,33 @@ func forEachLandlockPath(t *testing.T, body func(t *testing.T, run landlockRunne
 	t.Run("direct", func(t *testing.T) { body(t, runLandlockDirect) })
 }
 
+// landlockConfined is the Landlock rung's Confined for the launcher arguments args
+// (everything after "__landlock-run"): with direct set, Run takes the direct path;
+// otherwise it runs launcher, the argv that precedes args ("" for this test binary as
+// the launcher, re-exec'd through TestLandlockHelperProcess).
+func landlockConfined(t *testing.T, launcher string, args []string, direct bool) Confined {
+	t.Helper()
+	head := []string{os.Args[0], landlockHelperRun, "--", "launch"}
+	if launcher != "" {
+		head = []string{launcher, landlockStageArg}
+	}
+	denial, rules := LandlockDialect()
+	c := Confined{
+		Argv:               append(head, args...),
+		Backend:            BackendLandlock,
+		DenialSignatures:   denial,
+		RunnerFailureRules: rules,
+	}
+	if direct {
+		f, err := parseLandlockFlags(args)
+		if err != nil {
+			t.Fatalf("launcher arguments %q: %v", args, err)
+		}
+		c.landlock = &f
+	}
+	return c
+}
+
 // runLandlockDirect runs args through Run with the flags parsed as the Landlock
 // provider parses them. Flags the launcher refuses keep the launcher path in
 // production (Confine sets no direct flags), so they go to the stage here too. The
@@ -49,14 +76,7 @@ func runLandlockDirect(t *testing.T, args ...string) landlockResult {
 	if err != nil || f.probe {
 		return runLandlock(t, args...)
 	}
-	denial, rules := LandlockDialect()
-	c := Confined{
-		Argv:               append([]string{"/nonexistent/toh-exec-direct-test", landlockStageArg}, args...),
-		Backend:            BackendLandlock,
-		DenialSignatures:   denial,
-		RunnerFailureRules: rules,
-		landlock:           &f,
-	}
+	c := landlockConfined(t, "/nonexistent/toh-exec-direct-test", args, true)
 	pol := policy.Execution{Mode: f.mode, WritableRoots: f.rw, Network: policy.NetworkAllow}
 	if f.netDeny {
 		pol.Network = policy.NetworkDeny
@@ -214,24 +234,11 @@ func waitForUnrestrictedThreads(t *testing.T) []string {
 func TestLandlockDirectCommandCannotFakeRunnerFailure(t *testing.T) {
 	requireLandlock(t, 1)
 	args := []string{"--mode", "read-only", "--", "bash", "-c", `echo "landlock-run: made up" >&2; exit 125`}
-	f, err := parseLandlockFlags(args)
-	if err != nil {
-		t.Fatal(err)
-	}
-	denial, rules := LandlockDialect()
 	pol := policy.Execution{Mode: policy.ReadOnly, Network: policy.NetworkAllow}
 	env := append(os.Environ(), landlockHelperEnv+"="+landlockHelperValue)
 	dir, _ := os.Getwd()
 	for _, direct := range []bool{true, false} {
-		c := Confined{
-			Argv:               append([]string{os.Args[0], landlockHelperRun, "--", "launch"}, args...),
-			Backend:            BackendLandlock,
-			DenialSignatures:   denial,
-			RunnerFailureRules: rules,
-		}
-		if direct {
-			c.landlock = &f
-		}
+		c := landlockConfined(t, "", args, direct)
 		var stderr bytes.Buffer
 		facts, err := Run(c, pol, dir, env, Stdio{Stderr: &stderr})
 		if direct {
@@ -324,22 +331,9 @@ func TestLandlockDirectNilEnvIsTheInheritedOne(t *testing.T) {
 	dir := landlockScratch(t)
 	script := `printf '%s\n' "$PWD"`
 	args := []string{"--mode", "read-only", "--", "sh", "-c", script}
-	f, err := parseLandlockFlags(args)
-	if err != nil {
-		t.Fatal(err)
-	}
-	denial, rules := LandlockDialect()
 	pol := policy.Execution{Mode: policy.ReadOnly, Network: policy.NetworkAllow}
 	for _, direct := range []bool{false, true} {
-		c := Confined{
-			Argv:               append([]string{os.Args[0], landlockHelperRun, "--", "launch"}, args...),
-			Backend:            BackendLandlock,
-			DenialSignatures:   denial,
-			RunnerFailureRules: rules,
-		}
-		if direct {
-			c.landlock = &f
-		}
+		c := landlockConfined(t, "", args, direct)
 		var stdout, stderr bytes.Buffer
 		facts, err := Run(c, pol, dir, nil, Stdio{Stdout: &stdout, Stderr: &stderr})
 		if err != nil || facts.ExitCode != 0 || stdout.String() != dir+"\n" {

@@ -19,19 +19,13 @@ func TestRunCallerSignalsBeforeStartInterrupt(t *testing.T) {
 	ws := landlockScratch(t)
 	marker := filepath.Join(ws, "ran")
 	args := []string{"--mode", "workspace-write", "--rw", ws, "--", "bash", "-c", `echo > "$0"`, marker}
-	f, err := parseLandlockFlags(args)
-	if err != nil {
-		t.Fatal(err)
-	}
-	denial, rules := LandlockDialect()
-	c := Confined{Argv: append([]string{"/nonexistent/toh-exec-signals-test", landlockStageArg}, args...),
-		Backend: BackendLandlock, DenialSignatures: denial, RunnerFailureRules: rules, landlock: &f}
+	c := landlockConfined(t, "/nonexistent/toh-exec-signals-test", args, true)
 	pol := policy.Execution{Mode: policy.WorkspaceWrite, WritableRoots: []string{ws}, Network: policy.NetworkAllow}
 	dir, _ := os.Getwd()
 
 	sigs := make(chan os.Signal, 4)
 	sigs <- syscall.SIGINT
-	_, err = Run(c, pol, dir, os.Environ(), Stdio{Signals: sigs})
+	_, err := Run(c, pol, dir, os.Environ(), Stdio{Signals: sigs})
 	var ie *InterruptedError
 	if !errors.As(err, &ie) || ie.Signal != syscall.SIGINT {
 		t.Fatalf("want an InterruptedError for SIGINT, got %v", err)
