@@ -57,8 +57,11 @@ package sandbox
 // The hold needs PTRACE_TRACEME from a thread without capabilities: Yama's
 // ptrace_scope 2 and 3 refuse it, and so does a tracer of toh-exec itself (strace -f,
 // a debugger). Confine then leaves the run to the launcher stage
-// (landlockDirectUsable); a tracer that attaches after Confine makes the start fail
-// closed with a runner failure that says so. If toh-exec dies between the hold and
+// (landlockDirectUsable). Where the refusal shows only at the start (a seccomp
+// profile that refuses ptrace, as container runtimes may install, or a tracer that
+// attached after Confine), the child fails before its exec and Run starts the
+// launcher stage instead (holdRefusedError): the Landlock rung is meant for exactly
+// such containers, and must not fail every run there. If toh-exec dies between the hold and
 // the SIGCONT (a SIGKILL from its own caller), the command stays stopped, confined
 // and harmless, until someone kills it: its process group is orphaned from the
 // start (a session of its own), so the kernel sends it no SIGHUP/SIGCONT.
@@ -113,6 +116,16 @@ type launcherFailure struct{ line string }
 
 func (e *launcherFailure) Error() string { return e.line }
 
+// holdRefusedError is a direct start refused because the command could not be held at
+// its exec: PTRACE_TRACEME failed with EPERM in the child (a tracer of toh-exec took
+// the child first, Yama, or a seccomp profile that refuses ptrace, as some container
+// runtimes install). Nothing ran; [Run] then starts the launcher stage instead, which
+// needs no ptrace.
+type holdRefusedError struct{ err error }
+
+func (e *holdRefusedError) Error() string { return e.err.Error() }
+func (e *holdRefusedError) Unwrap() error { return e.err }
+
 func landlockDirectFail(err error) error {
 	return &launcherFailure{line: landlockFailureLine(err)}
 }
@@ -122,7 +135,8 @@ func landlockDirectFail(err error) error {
 func startLandlocked(cmd *exec.Cmd, f landlockFlags) error {
 	err := startLandlockedThread(cmd, f)
 	var lf *launcherFailure
-	if errors.As(err, &lf) && cmd.Stderr != nil {
+	var hr *holdRefusedError
+	if !errors.As(err, &hr) && errors.As(err, &lf) && cmd.Stderr != nil {
 		_, _ = io.WriteString(cmd.Stderr, lf.line+"\n")
 	}
 	return err
@@ -171,6 +185,12 @@ func startLandlockedThread(cmd *exec.Cmd, f landlockFlags) error {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		return landlockDirectFail(err)
+	}
+	if plan.abiPartial && cmd.Stderr != nil {
+		// Before the command's first instruction, as the launcher prints it before
+		// its exec; only now, so that a start that falls back to the launcher stage
+		// (holdRefusedError) does not print it twice.
+		_, _ = io.WriteString(cmd.Stderr, landlockNoticePartial+"\n")
 	}
 	if err := cmd.Process.Signal(unix.SIGCONT); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		_ = cmd.Process.Kill()
@@ -242,7 +262,7 @@ func startOnRestrictedThread(cmd *exec.Cmd, f landlockFlags, plan landlockPlan) 
 	if err := plan.apply(); err != nil {
 		return failHeld(err)
 	}
-	if plan.abiPartial && cmd.Stderr != nil {
+	if plan.abiPartial && !res.held && cmd.Stderr != nil {
 		_, _ = io.WriteString(cmd.Stderr, landlockNoticePartial+"\n")
 	}
 	if err := cmd.Start(); err != nil {
@@ -251,7 +271,13 @@ func startOnRestrictedThread(cmd *exec.Cmd, f landlockFlags, plan landlockPlan) 
 			err = pe.Err
 		}
 		if res.held && errors.Is(err, unix.EPERM) {
-			err = fmt.Errorf("%w (holding the command at its exec needs PTRACE_TRACEME: is toh-exec itself being traced?)", err)
+			r := failHeld(err)
+			r.err = &holdRefusedError{err: fmt.Errorf("holding %q at its exec: PTRACE_TRACEME: %w", f.argv[0], err)}
+			return r
+		}
+		if plan.abiPartial && res.held && cmd.Stderr != nil {
+			// As the launcher: the notice, then the one failure line.
+			_, _ = io.WriteString(cmd.Stderr, landlockNoticePartial+"\n")
 		}
 		return failHeld(fmt.Errorf("executing %q: %w", f.argv[0], err))
 	}

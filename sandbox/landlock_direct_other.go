@@ -12,6 +12,11 @@ type launcherFailure struct{ line string }
 
 func (e *launcherFailure) Error() string { return e.line }
 
+// holdRefusedError is Linux-only (landlock_direct_linux.go).
+type holdRefusedError struct{ err error }
+
+func (e *holdRefusedError) Error() string { return e.err.Error() }
+
 // startLandlocked is never reached: only the Linux Landlock provider sets
 // Confined.landlock.
 func startLandlocked(cmd *exec.Cmd, f landlockFlags) error {

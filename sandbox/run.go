@@ -229,6 +229,12 @@ func Run(c Confined, pol policy.Execution, dir string, env []string, stdio Stdio
 		start = func(cmd *exec.Cmd) error { return startLandlocked(cmd, f) }
 	}
 	code, sig, err := spawn(c.Argv[0], c.Argv, dir, env, stdio, tail, true, sigs, c.Stage, start)
+	if hr := (*holdRefusedError)(nil); errors.As(err, &hr) {
+		// The direct start could not hold the command at its exec, and nothing ran:
+		// the launcher stage confines it the same way without ptrace.
+		start = nil
+		code, sig, err = spawn(c.Argv[0], c.Argv, dir, env, stdio, tail, true, sigs, c.Stage, nil)
+	}
 	var stageFailure string
 	if c.Stage != nil {
 		// Collected whatever happened: a stage that failed before the exec has

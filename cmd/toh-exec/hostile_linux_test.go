@@ -485,3 +485,25 @@ func TestHostileHostDefeatsStaleVerdict(t *testing.T) {
 		})
 	}
 }
+
+// Where ptrace is refused (a container's seccomp profile), the Landlock rung cannot
+// hold the command at its exec (PTRACE_TRACEME), and starts the launcher stage
+// instead of failing every run: the rung exists for such containers. Each run is still
+// confined: under read-only the command's write of its marker is refused (absent),
+// under workspace-write it lands. Negative control of the host: the filter refuses
+// ptrace (TestHostileFilterRefusesWhatItClaims covers the filter's other refusals).
+func TestLandlockRungWithoutPtrace(t *testing.T) {
+	requireFriendlyHost(t)
+	s := newHostileScratch(t)
+	h := testutil.HostileHost{NoPtrace: true}
+	if _, err := exec.LookPath("strace"); err == nil {
+		out, _ := hostileCommand(t, h, "strace", "-o", "/dev/null", "true").CombinedOutput()
+		if !strings.Contains(string(out), "PTRACE_TRACEME: Operation not permitted") {
+			t.Fatalf("the host does not refuse ptrace: %q", out)
+		}
+	}
+	for _, mode := range []string{"read-only", "workspace-write"} {
+		r := s.onHost(t, h, "--runner", "landlock", "--mode", mode)
+		s.ran(t, r, mode, "landlock")
+	}
+}

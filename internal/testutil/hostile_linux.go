@@ -54,6 +54,8 @@ type HostileHost struct {
 	// NoNamespaces refuses every namespace-creating clone/unshare (EPERM) and clone3
 	// (ENOSYS).
 	NoNamespaces bool
+	// NoPtrace refuses ptrace(2) with EPERM, as some container seccomp profiles do.
+	NoPtrace bool
 }
 
 // String is the helper's command-line spelling: "off", or e.g. "landlock=ENOSYS,namespaces=deny".
@@ -68,6 +70,9 @@ func (h HostileHost) String() string {
 	}
 	if h.NoNamespaces {
 		parts = append(parts, "namespaces=deny")
+	}
+	if h.NoPtrace {
+		parts = append(parts, "ptrace=deny")
 	}
 	if len(parts) == 0 {
 		return "off"
@@ -88,6 +93,8 @@ func parseHostileHost(s string) (HostileHost, error) {
 			h.LandlockErrno = unix.EOPNOTSUPP
 		case "namespaces=deny":
 			h.NoNamespaces = true
+		case "ptrace=deny":
+			h.NoPtrace = true
 		default:
 			return h, fmt.Errorf("hostile host: unknown refusal %q", part)
 		}
@@ -266,6 +273,9 @@ func hostileFilter(h HostileHost) ([]unix.SockFilter, error) {
 		refuse(unix.SYS_CLONE3, unix.ENOSYS)
 		refuseFlags(unix.SYS_UNSHARE, hostileNSUnshare)
 		refuseFlags(unix.SYS_CLONE, hostileNSMask)
+	}
+	if h.NoPtrace {
+		refuse(unix.SYS_PTRACE, unix.EPERM)
 	}
 	return append(prog, stmt(ret, unix.SECCOMP_RET_ALLOW)), nil
 }
