@@ -10,7 +10,9 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -345,6 +347,24 @@ func RunUnconfined(mode policy.Mode, path string, argv []string, dir string, env
 	return facts, nil
 }
 
+// PathDirs is the search list of PATH as env sets it (the last PATH= entry wins, as
+// in os/exec), an empty entry meaning ".", as execvp(3) reads it.
+func PathDirs(env []string) []string {
+	pathEnv := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			pathEnv = v
+		}
+	}
+	dirs := filepath.SplitList(pathEnv)
+	for i, d := range dirs {
+		if d == "" {
+			dirs[i] = "."
+		}
+	}
+	return dirs
+}
+
 // checkDir verifies independently of the spawn that dir is a usable working directory,
 // so a later ENOENT from the spawn can be attributed to the runner program alone.
 func checkDir(dir string) error {
@@ -467,19 +487,9 @@ func spawn(path string, argv []string, dir string, env []string, stdio Stdio, ta
 			return 0, 0, &stageError{err}
 		}
 	}
-	done := make(chan struct{})
-	go func() {
-		for {
-			select {
-			case s := <-sigs:
-				_ = cmd.Process.Signal(s)
-			case <-done:
-				return
-			}
-		}
-	}()
+	stop := ForwardSignals(sigs, cmd.Process)
 	werr := cmd.Wait()
-	close(done)
+	stop()
 	for _, p := range outs {
 		p.finish()
 	}
@@ -491,6 +501,30 @@ func spawn(path string, argv []string, dir string, env []string, stdio Stdio, ta
 		return 0, int(ws.Signal()), nil
 	}
 	return ps.ExitCode(), 0, nil
+}
+
+// ForwardSignals passes every signal received on sigs to p until stop is called;
+// stop returns once forwarding has ended. Call it right after p was reaped (Wait),
+// so a forwarded signal never reaches a recycled pid: os.Process.Signal refuses a
+// process it has seen reaped.
+func ForwardSignals(sigs <-chan os.Signal, p *os.Process) (stop func()) {
+	done := make(chan struct{})
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		for {
+			select {
+			case s := <-sigs:
+				_ = p.Signal(s)
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-ended
+	}
 }
 
 // stageError is a Stage that failed before the command ran.

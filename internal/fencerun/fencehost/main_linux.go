@@ -16,6 +16,7 @@ import (
 
 	"github.com/toh-sandbox/toh/internal/fencerun"
 	"github.com/toh-sandbox/toh/policy"
+	"github.com/toh-sandbox/toh/sandbox"
 )
 
 // HostMain is "toh-mount __fence-run": it fences the roots, runs the runner argv
@@ -93,19 +94,9 @@ func HostMain(args []string) int {
 		return fail(err)
 	}
 	fmt.Fprintf(out, "ready\n")
-	done := make(chan struct{})
-	go func() {
-		for {
-			select {
-			case s := <-sigs:
-				_ = cmd.Process.Signal(s)
-			case <-done:
-				return
-			}
-		}
-	}()
+	stop := sandbox.ForwardSignals(sigs, cmd.Process)
 	_ = cmd.Wait()
-	close(done)
+	stop()
 	facts, failure := run.Finished()
 	rep := fencerun.Report{Roots: facts.Roots, Denials: facts.Denials, Dropped: facts.Dropped, ExecFailure: failure}
 	line, _ := json.Marshal(rep)
