@@ -419,16 +419,7 @@ func lookPathEnv(file string, env []string) (string, error) {
 		}
 		return file, nil
 	}
-	pathEnv := ""
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
-			pathEnv = v
-		}
-	}
-	for _, dir := range filepath.SplitList(pathEnv) {
-		if dir == "" {
-			dir = "."
-		}
+	for _, dir := range PathDirs(env) {
 		p := filepath.Join(dir, file)
 		if !strings.Contains(p, "/") {
 			p = "./" + p // execve(2) would otherwise be handed a bare name

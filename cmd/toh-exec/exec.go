@@ -327,16 +327,7 @@ func lookCommand(argv0 string, env []string, cwd string) (string, error) {
 		}
 		return argv0, nil
 	}
-	pathEnv := ""
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
-			pathEnv = v
-		}
-	}
-	for _, dir := range filepath.SplitList(pathEnv) {
-		if dir == "" {
-			dir = "."
-		}
+	for _, dir := range sandbox.PathDirs(env) {
 		p := filepath.Join(dir, argv0)
 		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
 			if !filepath.IsAbs(p) {
