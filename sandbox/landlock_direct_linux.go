@@ -56,12 +56,12 @@ package sandbox
 //
 // The hold needs PTRACE_TRACEME from a thread without capabilities: Yama's
 // ptrace_scope 2 and 3 refuse it, and so does a tracer of toh-exec itself (strace -f,
-// a debugger). Confine then leaves the run to the launcher stage
-// (landlockDirectUsable). Where the refusal shows only at the start (a seccomp
-// profile that refuses ptrace, as container runtimes may install, or a tracer that
-// attached after Confine), the child fails before its exec and Run starts the
-// launcher stage instead (holdRefusedError): the Landlock rung is meant for exactly
-// such containers, and must not fail every run there. If toh-exec dies between the hold and
+// a debugger, whose tracer takes the new child first), and so may a seccomp profile
+// (as container runtimes may install). Under Yama Confine leaves the run to the
+// launcher stage (landlockDirectUsable); every other refusal shows at the start,
+// where the child fails before its exec and Run starts the launcher stage instead
+// (holdRefusedError): the Landlock rung is meant for exactly such containers, and
+// must not fail every run there. If toh-exec dies between the hold and
 // the SIGCONT (a SIGKILL from its own caller), the command stays stopped, confined
 // and harmless, until someone kills it: its process group is orphaned from the
 // start (a session of its own), so the kernel sends it no SIGHUP/SIGCONT.
@@ -390,18 +390,19 @@ func waitThreadGone(tid, pidfd int) error {
 
 // landlockDirectUsable says whether Run may start the command itself: the hold at its
 // exec needs PTRACE_TRACEME from a thread without capabilities, which Yama refuses
-// at ptrace_scope 2 (admin-only attach) and 3 (no attach), and which fails while
-// toh-exec is itself traced (strace -f, a debugger: the tracer takes the new child
-// first). There the launcher stage confines the command, as before the direct path
-// existed.
+// at ptrace_scope 2 (admin-only attach) and 3 (no attach) on every run, so there the
+// launcher stage confines the command from the start. Refusals that depend on the
+// moment (toh-exec traced by strace -f or a debugger, whose tracer takes the new
+// child first; a seccomp profile that refuses ptrace) show at the start, where Run
+// falls back to the launcher stage (holdRefusedError): not worth a read of
+// /proc/self/status on every run.
 func landlockDirectUsable() bool {
-	if b, err := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope"); err == nil {
-		if scope, err := strconv.Atoi(strings.TrimSpace(string(b))); err != nil || scope >= 2 {
-			return false
-		}
+	b, err := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope")
+	if err != nil {
+		return true // no Yama
 	}
-	b, err := os.ReadFile("/proc/self/status")
-	return err == nil && strings.Contains(string(b), "\nTracerPid:\t0\n")
+	scope, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	return err == nil && scope < 2
 }
 
 // landlockThreadEndLimit bounds the wait for the restricted thread to end; the

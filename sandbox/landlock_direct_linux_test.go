@@ -18,7 +18,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -406,74 +405,5 @@ func TestLandlockDirectHoldLeavesNoTrace(t *testing.T) {
 	}
 	if outs[0] != outs[1] || !strings.Contains(outs[0], "TracerPid:\t0\n") || !strings.Contains(outs[0], "State:\tR (running)") {
 		t.Errorf("with the hold %q, without %q: want the same, running and untraced", outs[0], outs[1])
-	}
-}
-
-const landlockDirectConfineRole = "landlock-direct-confine"
-
-// TestLandlockDirectConfineHelper is not a test: in a re-exec'd copy of the test binary
-// it prints which path Confine chose for a read-only run ("direct" or "launcher").
-func TestLandlockDirectConfineHelper(t *testing.T) {
-	if os.Getenv(landlockHelperEnv) != landlockDirectConfineRole {
-		return
-	}
-	c, err := newLandlockProvider(os.Args[0]).Confine([]string{"true"}, policy.Execution{Mode: policy.ReadOnly, Network: policy.NetworkAllow})
-	switch {
-	case err != nil:
-		fmt.Println("error:", err)
-	case c.landlock != nil:
-		fmt.Println("direct")
-	default:
-		fmt.Println("launcher")
-	}
-	os.Stdout.Sync()
-	unix.Exit(0)
-}
-
-// A traced toh-exec (strace -f, a debugger) cannot hold the command at its exec: the
-// tracer takes the new child first, and PTRACE_TRACEME fails. Confine then keeps the
-// launcher stage instead of a direct start that would fail. Negative control: the
-// same Confine untraced takes the direct path.
-func TestLandlockDirectNotTakenWhenTraced(t *testing.T) {
-	requireLandlock(t, 1)
-	for _, traced := range []bool{false, true} {
-		got := make(chan string, 1)
-		go func() {
-			runtime.LockOSThread() // the tracer is this thread; retired afterwards
-			cmd := exec.Command(os.Args[0], "-test.run=^TestLandlockDirectConfineHelper$")
-			cmd.Env = append(os.Environ(), landlockHelperEnv+"="+landlockDirectConfineRole)
-			var out bytes.Buffer
-			cmd.Stdout = &out
-			cmd.SysProcAttr = &syscall.SysProcAttr{Ptrace: traced}
-			if err := cmd.Start(); err != nil {
-				got <- "start: " + err.Error()
-				return
-			}
-			if traced {
-				// Let it run, passing on every signal but the exec's SIGTRAP, until it
-				// ends (wait4 reaps it then, so Wait reports an error; the output is
-				// what counts).
-				pid := cmd.Process.Pid
-				for {
-					var ws unix.WaitStatus
-					if _, err := unix.Wait4(pid, &ws, unix.WALL, nil); err != nil || !ws.Stopped() {
-						break
-					}
-					sig := ws.StopSignal()
-					if sig == unix.SIGTRAP {
-						sig = 0
-					}
-					if err := unix.PtraceCont(pid, int(sig)); err != nil {
-						break
-					}
-				}
-			}
-			_ = cmd.Wait()
-			got <- strings.TrimSpace(out.String())
-		}()
-		want := map[bool]string{false: "direct", true: "launcher"}[traced]
-		if g := <-got; g != want {
-			t.Errorf("traced %v: Confine chose %q, want %q", traced, g, want)
-		}
 	}
 }

@@ -56,8 +56,8 @@ func (l *landlockProvider) Confine(argv []string, pol policy.Execution) (Confine
 	// Run starts the command itself under exactly what the launcher would apply: the
 	// flags are parsed back from the launcher's argv, so the two paths cannot drift.
 	// An argv the launcher would refuse keeps the launcher path, which refuses it, and
-	// so does a run where Run could not hold the command at its exec (Yama's
-	// ptrace_scope >= 2, or toh-exec itself traced: landlockDirectUsable).
+	// so does a host where Run can never hold the command at its exec (Yama's
+	// ptrace_scope >= 2: landlockDirectUsable); other refusals fall back in Run.
 	if f, err := parseLandlockFlags(c.Argv[2:]); err == nil && landlockDirectUsable() {
 		c.landlock = &f
 	}

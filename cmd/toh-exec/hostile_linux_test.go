@@ -507,3 +507,36 @@ func TestLandlockRungWithoutPtrace(t *testing.T) {
 		s.ran(t, r, mode, "landlock")
 	}
 }
+
+// A toh-exec traced by strace -f cannot hold the command at its exec (strace takes the
+// new child before PTRACE_TRACEME can), and starts the launcher stage instead: the
+// trace shows the launcher's execve. Each run stays confined: under read-only the
+// command's write of its marker is refused (absent), under workspace-write it lands.
+func TestLandlockRungUnderStrace(t *testing.T) {
+	testutil.RequireLandlockABI(t, 1)
+	strace, err := exec.LookPath("strace")
+	if err != nil {
+		t.Skip("strace is not installed")
+	}
+	s := newHostileScratch(t)
+	for _, mode := range []string{"read-only", "workspace-write"} {
+		trace := filepath.Join(s.beside, "trace-"+mode)
+		cmd := exec.Command(strace, "-f", "-qq", "-e", "trace=execve", "-o", trace,
+			tohExec, "--policy", s.noPolicy, "--runner", "landlock", "--mode", mode, "--", s.script)
+		cmd.Dir = s.ws
+		out, err := cmd.Output()
+		if err != nil || string(out) != "ran\n" {
+			t.Fatalf("%s under strace: %v, stdout %q", mode, err, out)
+		}
+		if mode == "read-only" {
+			absent(t, s.ranFile)
+		} else {
+			present(t, s.ranFile, "ran\n")
+			os.Remove(s.ranFile)
+		}
+		s.checkCanary(t)
+		if b, _ := os.ReadFile(trace); !strings.Contains(string(b), `"__landlock-run"`) {
+			t.Fatalf("%s under strace: no launcher stage in the trace:\n%s", mode, b)
+		}
+	}
+}
