@@ -187,6 +187,14 @@ func (s *hostileScratch) ran(t *testing.T, r hostileResult, mode, backend string
 	if f == nil || f.Mode != mode || f.Backend != backend || f.Denied {
 		t.Fatalf("facts %+v, want mode %s backend %q", f, mode, backend)
 	}
+	s.confinedAs(t, mode)
+}
+
+// confinedAs checks what the command's write of its marker did under mode (refused
+// under read-only, landed otherwise) and that the canary is untouched, and removes
+// the marker for the next run.
+func (s *hostileScratch) confinedAs(t *testing.T, mode string) {
+	t.Helper()
 	if mode == "read-only" {
 		absent(t, s.ranFile)
 	} else {
@@ -528,13 +536,7 @@ func TestLandlockRungUnderStrace(t *testing.T) {
 		if err != nil || string(out) != "ran\n" {
 			t.Fatalf("%s under strace: %v, stdout %q", mode, err, out)
 		}
-		if mode == "read-only" {
-			absent(t, s.ranFile)
-		} else {
-			present(t, s.ranFile, "ran\n")
-			os.Remove(s.ranFile)
-		}
-		s.checkCanary(t)
+		s.confinedAs(t, mode)
 		if b, _ := os.ReadFile(trace); !strings.Contains(string(b), `"__landlock-run"`) {
 			t.Fatalf("%s under strace: no launcher stage in the trace:\n%s", mode, b)
 		}
