@@ -545,6 +545,7 @@ func TestLandlockRungUnderStrace(t *testing.T) {
 		launched := false
 		for line := range strings.SplitSeq(string(b), "\n") {
 			pid, rest, ok := strings.Cut(line, " ")
+			rest = strings.TrimLeft(rest, " ") // strace pads short pids
 			if !ok || !strings.HasPrefix(rest, "execve(") || !strings.HasSuffix(rest, "= 0") {
 				continue
 			}
