@@ -132,20 +132,20 @@ func landlockDirectFail(err error) error {
 
 // startLandlocked starts cmd (Path and Args are replaced by f's command) confined by
 // the plan for f. A failure before the command runs is a *launcherFailure.
-func startLandlocked(cmd *exec.Cmd, f landlockFlags) error {
-	err := startLandlockedThread(cmd, f)
+func startLandlocked(cmd *exec.Cmd, f landlockFlags) (child, error) {
+	p, err := startLandlockedThread(cmd, f)
 	var lf *launcherFailure
 	var hr *holdRefusedError
 	if !errors.As(err, &hr) && errors.As(err, &lf) && cmd.Stderr != nil {
 		_, _ = io.WriteString(cmd.Stderr, lf.line+"\n")
 	}
-	return err
+	return p, err
 }
 
-func startLandlockedThread(cmd *exec.Cmd, f landlockFlags) error {
+func startLandlockedThread(cmd *exec.Cmd, f landlockFlags) (child, error) {
 	plan, err := newLandlockPlan(f, LandlockABI(), landlockErrata(), landlockSeccompArch.supported())
 	if err != nil {
-		return landlockDirectFail(err)
+		return nil, landlockDirectFail(err)
 	}
 	// The restricted thread shares this process's memory with threads that are not
 	// restricted, and the command's domain is that thread's: Landlock lets a process
@@ -154,7 +154,7 @@ func startLandlockedThread(cmd *exec.Cmd, f landlockFlags) error {
 	// CAP_SYS_PTRACE, which the command never holds. Never undone: the command's
 	// descendants may outlive it.
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
-		return landlockDirectFail(fmt.Errorf("making toh-exec non-dumpable: %w", err))
+		return nil, landlockDirectFail(fmt.Errorf("making toh-exec non-dumpable: %w", err))
 	}
 	done := make(chan restrictedStart, 1)
 	var run func()
@@ -176,15 +176,15 @@ func startLandlockedThread(cmd *exec.Cmd, f landlockFlags) error {
 	go run()
 	r := <-done
 	if r.err != nil || !r.held {
-		return r.err
+		return r.proc, r.err
 	}
 	// The command is stopped before its first instruction. Let it go only once the
 	// thread that started it, the one thread of toh-exec in its Landlock domain, is
 	// gone: from then on nothing of toh-exec shares its domain.
 	if err := waitThreadGone(r.tid, r.pidfd); err != nil {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		return landlockDirectFail(err)
+		_ = r.proc.Kill()
+		_, _, _ = r.proc.wait()
+		return nil, landlockDirectFail(err)
 	}
 	if plan.abiPartial && cmd.Stderr != nil {
 		// Before the command's first instruction, as the launcher prints it before
@@ -192,12 +192,12 @@ func startLandlockedThread(cmd *exec.Cmd, f landlockFlags) error {
 		// (holdRefusedError) does not print it twice.
 		_, _ = io.WriteString(cmd.Stderr, landlockNoticePartial+"\n")
 	}
-	if err := cmd.Process.Signal(unix.SIGCONT); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		return landlockDirectFail(fmt.Errorf("resuming the command: %w", err))
+	if err := r.proc.Signal(unix.SIGCONT); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		_ = r.proc.Kill()
+		_, _, _ = r.proc.wait()
+		return nil, landlockDirectFail(fmt.Errorf("resuming the command: %w", err))
 	}
-	return nil
+	return r.proc, nil
 }
 
 // restrictedStart is what the restricted thread hands back: the start's error, and
@@ -205,6 +205,7 @@ func startLandlockedThread(cmd *exec.Cmd, f landlockFlags) error {
 // before 6.9, which have no thread pidfds).
 type restrictedStart struct {
 	err   error
+	proc  child // the started command, when err is nil
 	held  bool
 	tid   int
 	pidfd int
@@ -265,7 +266,8 @@ func startOnRestrictedThread(cmd *exec.Cmd, f landlockFlags, plan landlockPlan) 
 	if plan.abiPartial && !res.held && cmd.Stderr != nil {
 		_, _ = io.WriteString(cmd.Stderr, landlockNoticePartial+"\n")
 	}
-	if err := cmd.Start(); err != nil {
+	proc, err := startForked(cmd)
+	if err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) {
 			err = pe.Err
@@ -282,12 +284,13 @@ func startOnRestrictedThread(cmd *exec.Cmd, f landlockFlags, plan landlockPlan) 
 		return failHeld(fmt.Errorf("executing %q: %w", f.argv[0], err))
 	}
 	if res.held {
-		if err := holdAtExec(cmd.Process.Pid); err != nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
+		if err := holdAtExec(proc.pid()); err != nil {
+			_ = proc.Kill()
+			_, _, _ = proc.wait()
 			return failHeld(err)
 		}
 	}
+	res.proc = proc
 	if landlockDirectAfterStart != nil {
 		landlockDirectAfterStart()
 	}

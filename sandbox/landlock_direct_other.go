@@ -19,6 +19,6 @@ func (e *holdRefusedError) Error() string { return e.err.Error() }
 
 // startLandlocked is never reached: only the Linux Landlock provider sets
 // Confined.landlock.
-func startLandlocked(cmd *exec.Cmd, f landlockFlags) error {
-	return &launcherFailure{line: landlockFailureLine(errors.New("Landlock is Linux-only"))}
+func startLandlocked(cmd *exec.Cmd, f landlockFlags) (child, error) {
+	return nil, &launcherFailure{line: landlockFailureLine(errors.New("Landlock is Linux-only"))}
 }

@@ -225,10 +225,10 @@ func Run(c Confined, pol policy.Execution, dir string, env []string, stdio Stdio
 		return facts, &SpawnError{Argv0: c.Argv[0], Err: &InterruptedError{Signal: pending}}
 	}
 	tail := &tailBuffer{max: TailBytes}
-	var start func(*exec.Cmd) error
+	var start func(*exec.Cmd) (child, error)
 	if c.landlock != nil && c.Stage == nil {
 		f := *c.landlock
-		start = func(cmd *exec.Cmd) error { return startLandlocked(cmd, f) }
+		start = func(cmd *exec.Cmd) (child, error) { return startLandlocked(cmd, f) }
 	}
 	code, sig, err := spawn(c.Argv[0], c.Argv, dir, env, stdio, tail, true, sigs, c.Stage, start)
 	if hr := (*holdRefusedError)(nil); errors.As(err, &hr) {
@@ -408,7 +408,7 @@ var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, sys
 //
 // start, when not nil, starts the prepared command in place of cmd.Start (the
 // Landlock rung's own start, startLandlocked); its errors are returned as they are.
-func spawn(path string, argv []string, dir string, env []string, stdio Stdio, tail *tailBuffer, newSession bool, sigs chan os.Signal, stage Stage, start func(*exec.Cmd) error) (code, sig int, err error) {
+func spawn(path string, argv []string, dir string, env []string, stdio Stdio, tail *tailBuffer, newSession bool, sigs chan os.Signal, stage Stage, start func(*exec.Cmd) (child, error)) (code, sig int, err error) {
 	// WaitDelay only matters for a Stdin that is not a file (exec.Cmd's own copying
 	// goroutine); stdout and stderr are drained by outputPipe.
 	cmd := &exec.Cmd{Path: path, Args: argv, Dir: dir, Env: env, Stdin: stdio.Stdin, WaitDelay: PipeGrace}
@@ -464,9 +464,9 @@ func spawn(path string, argv []string, dir string, env []string, stdio Stdio, ta
 		defer signal.Stop(sigs)
 	}
 	if start == nil {
-		start = (*exec.Cmd).Start
+		start = startExec
 	}
-	err = start(cmd)
+	proc, err := start(cmd)
 	for _, p := range outs {
 		// The child holds its own copies now (or never will): the pipes end when
 		// the command and whatever it left behind close theirs.
@@ -482,18 +482,48 @@ func spawn(path string, argv []string, dir string, env []string, stdio Stdio, ta
 	}
 	if stage != nil {
 		if err := stage.Started(); err != nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
+			_ = proc.Kill()
+			_, _, _ = proc.wait()
 			return 0, 0, &stageError{err}
 		}
 	}
-	stop := ForwardSignals(sigs, cmd.Process)
-	werr := cmd.Wait()
+	stop := ForwardSignals(sigs, proc)
+	code, sig, err = proc.wait()
 	stop()
 	for _, p := range outs {
 		p.finish()
 	}
-	ps := cmd.ProcessState
+	return code, sig, err
+}
+
+// child is a started command as spawn waits for it: os/exec's (startExec), or the
+// one the Landlock rung forks itself (startLandlocked).
+type child interface {
+	Signal(os.Signal) error
+	Kill() error
+	// wait waits for the command to end and reaps it: its exit code, or the signal
+	// that ended it; err only when neither is known.
+	wait() (code, sig int, err error)
+	pid() int
+}
+
+// startExec starts cmd with os/exec.
+func startExec(cmd *exec.Cmd) (child, error) {
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	return execChild{cmd}, nil
+}
+
+type execChild struct{ cmd *exec.Cmd }
+
+func (c execChild) Signal(s os.Signal) error { return c.cmd.Process.Signal(s) }
+func (c execChild) Kill() error              { return c.cmd.Process.Kill() }
+func (c execChild) pid() int                 { return c.cmd.Process.Pid }
+
+func (c execChild) wait() (code, sig int, err error) {
+	werr := c.cmd.Wait()
+	ps := c.cmd.ProcessState
 	if ps == nil {
 		return 0, 0, werr
 	}
@@ -505,9 +535,9 @@ func spawn(path string, argv []string, dir string, env []string, stdio Stdio, ta
 
 // ForwardSignals passes every signal received on sigs to p until stop is called;
 // stop returns once forwarding has ended. Call it right after p was reaped (Wait),
-// so a forwarded signal never reaches a recycled pid: os.Process.Signal refuses a
-// process it has seen reaped.
-func ForwardSignals(sigs <-chan os.Signal, p *os.Process) (stop func()) {
+// so a forwarded signal never reaches a recycled pid: os.Process.Signal, like the
+// Landlock rung's own child (forkedChild), refuses a process it has seen reaped.
+func ForwardSignals(sigs <-chan os.Signal, p interface{ Signal(os.Signal) error }) (stop func()) {
 	done := make(chan struct{})
 	ended := make(chan struct{})
 	go func() {
