@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -206,6 +207,7 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 
 	if pol.Mode == policy.DangerFullAccess {
+		onePForSpawn()
 		facts, err := sandbox.RunUnconfined(pol.Mode, path, argv, cwd, env, out.stdio(stdin, catchSignals()))
 		if err != nil {
 			return out.fail(exitCannotStart, "CANNOT_START", err)
@@ -258,6 +260,9 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if f.requireFull && conf.Enforcement != sandbox.EnforcementFull {
 		return out.fail(exitEnforcement, "ENFORCEMENT_PARTIAL",
 			fmt.Errorf("--require-full: the %s backend would enforce %q mode only partially; refusing to run", conf.Backend, pol.Mode))
+	}
+	if conf.Backend != sandbox.BackendLandlock || conf.Stage != nil {
+		onePForSpawn()
 	}
 	facts, err := sandbox.Run(conf, pol, cwd, env, out.stdio(stdin, catchSignals()))
 	if err != nil {
@@ -380,6 +385,15 @@ func catchSignals() chan os.Signal {
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	return sigs
 }
+
+// onePForSpawn leaves toh-exec one P for a run that spawns a program and waits for
+// it (bwrap, the fence host, danger-full-access): toh-exec then does one thing at a
+// time (its other goroutines forward signals and copy stderr), and fewer runtime
+// threads spinning beside bwrap on a small machine made the bwrap rung 0.3 ms faster
+// (bench/README.md, issue 3). Not on the Landlock rung, which starts the command from
+// a thread of its own: there one P made the run 0.16-0.21 ms slower (interleaved
+// A/B), about half of it the stop-the-world of the change itself. It cannot reach the command: the environment is not touched.
+func onePForSpawn() { runtime.GOMAXPROCS(1) }
 
 // dieBy ends toh-exec by sig, with its default action; 128+sig if it survives that.
 func dieBy(sig os.Signal) int {

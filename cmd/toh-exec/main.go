@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime"
 
 	"github.com/toh-sandbox/toh/sandbox"
 )
@@ -30,11 +29,6 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == landlockStageArg {
 		os.Exit(sandbox.LandlockLauncherMain(os.Args[2:]))
 	}
-	// One P: toh-exec does one thing at a time (its other goroutines forward signals
-	// and copy stderr), and fewer runtime threads spinning beside bwrap on a small
-	// machine made the bwrap rung 0.3 ms faster (bench/README.md, issue 3). It cannot
-	// reach the command: the environment is not touched.
-	runtime.GOMAXPROCS(1)
 	closeInheritedFDs()
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
