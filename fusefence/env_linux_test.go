@@ -86,6 +86,8 @@ func newEnvTimeout(t *testing.T, mode policy.Mode, timeout time.Duration, tree .
 	return e
 }
 
+// mount mounts e.src on e.mnt. TOH_FUSE_DEBUG=1 logs every FUSE request through
+// t.Logf, so a failing test shows the requests that led to its failure.
 func (e *env) mount() {
 	t := e.t
 	t.Helper()
@@ -96,7 +98,7 @@ func (e *env) mount() {
 	if e.audit, err = OpenAudit(e.auditPath); err != nil {
 		t.Fatal(err)
 	}
-	e.fence, err = Mount(Config{Source: e.src, Mountpoint: e.mnt, Policy: w, Audit: e.audit, AllowOther: os.Geteuid() == 0, Timeout: e.timeout,
+	e.fence, err = Mount(Config{Source: e.src, Mountpoint: e.mnt, Policy: w, Audit: e.audit, AllowOther: os.Geteuid() == 0, Timeout: e.timeout, Debug: os.Getenv("TOH_FUSE_DEBUG") != "",
 		Logf: func(format string, args ...any) { t.Logf("fence: "+format, args...) }})
 	if err != nil {
 		e.audit.Close()

@@ -157,11 +157,18 @@ func (f *fence) linkText(rel string, st *unix.Stat_t) (string, bool) {
 	if SafeLinkText(text, depthOf(dir)) {
 		return text, true
 	}
+	// Resolve the text just read, not the name again: by now the name may hold
+	// something else (a directory exchanged with the link), and resolving that
+	// would show a link that leads to itself.
+	dest := text
+	if !strings.HasPrefix(dest, "/") {
+		dest = f.host(dir) + "/" + text
+	}
 	var tst unix.Stat_t
-	if unix.Stat(f.host(rel), &tst) != nil {
+	if unix.Stat(dest, &tst) != nil {
 		return "", false
 	}
-	target := canon.Canonical(f.host(rel))
+	target := canon.Canonical(dest)
 	if !canon.LexicallyWithin(target, f.source) {
 		return "", false
 	}
