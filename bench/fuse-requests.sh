@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# bench/fuse-requests.sh: which FUSE requests a workload makes through each mirror,
+# and how long the kernel waited for each kind, from the kernel's own tracepoints
+# (fuse:fuse_request_send and fuse:fuse_request_end, recorded with perf). It
+# explains a ratio of bench/fuse.sh: more requests, or slower ones.
+#
+#   sudo bench/fuse-requests.sh                          # rm-rf on toh, lbsame, bindfs
+#   sudo WORKLOAD=untar TARGETS="toh loopback" bench/fuse-requests.sh
+#
+# Environment:
+#   WORKLOAD  rm-rf (remove the tree, extracted natively) or untar (extract it) (rm-rf)
+#   TARGETS   space-separated subset of toh lbsame loopback bindfs (toh lbsame bindfs)
+#   REPS      runs per target, in turn (1)
+#   WORK      bench/fuse.sh's scratch directory, whose prepared tree this reuses
+#             (/var/tmp/toh-fusebench; run bench/fuse.sh once first)
+#
+# Latencies are per request, from the send to the answer, for the mirror's own
+# connection only (other FUSE mounts are left out). FORGET is not a request and
+# does not show. Needs root and perf (Debian's linux-perf).
+set -euo pipefail
+
+prog=$(basename "$0")
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+WORKLOAD=${WORKLOAD:-rm-rf}
+TARGETS=${TARGETS:-toh lbsame bindfs}
+REPS=${REPS:-1}
+WORK=${WORK:-/var/tmp/toh-fusebench}
+
+die() { echo "$prog: $*" >&2; exit 1; }
+note() { echo "$prog: $*" >&2; }
+
+[[ $(id -u) == 0 ]] || die "run as root: perf records kernel tracepoints and the runs drop the page cache"
+command -v perf >/dev/null || die "perf is not installed (apt-get install linux-perf)"
+[[ $(perf list 2>/dev/null) == *fuse:fuse_request_send* ]] || die "this kernel has no fuse:fuse_request_send tracepoint"
+[[ -f $WORK/tree.tar ]] || die "$WORK/tree.tar is missing: run bench/fuse.sh once to prepare it"
+case $WORKLOAD in rm-rf | untar) ;; *) die "WORKLOAD=$WORKLOAD: want rm-rf or untar" ;; esac
+
+bin=$WORK/bin src=$WORK/ws etc=$WORK/etc
+mnt=$WORK/mnt/requests data=$WORK/requests.perf
+mkdir -p "$bin" "$etc" "$mnt" "$src/scratch"
+# The same options as bench/fuse.sh's lbsame; keep the two in step.
+lbsame_opts=(-allow-other -atomic-o-trunc -no-opendir -timeout 1s -negative 1s -keep-cache -cache-dir -passthrough read+create -direct-write -setattr-timeout 1s -no-flush -max-write 1040384)
+policy=$etc/requests-policy.json
+printf '{"version": 1, "mode": "workspace-write", "workspaceRoot": "%s"}\n' "$src" >"$policy"
+
+daemon=""
+cleanup() {
+	if grep -qs " $mnt fuse" /proc/self/mounts; then
+		umount "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null || note "could not unmount $mnt"
+	fi
+	if [[ -n $daemon ]]; then wait "$daemon" 2>/dev/null || true; fi
+	rm -rf "$src/scratch/requests" "$data"
+}
+trap cleanup EXIT
+
+note "building toh-mount, go-fuse's example/loopback and lbmount into $bin"
+(
+	cd "$repo"
+	go build -o "$bin/toh-mount" ./cmd/toh-mount
+	go build -o "$bin/loopback" github.com/hanwen/go-fuse/v2/example/loopback
+	go build -o "$bin/lbmount" ./bench/fuse/lbmount
+)
+
+# summarize CONNECTION: per request kind, from perf script on stdin: count, mean and
+# median latency, and the total the workload waited on that kind.
+summarize() {
+	awk -v conn="$1" '
+		{
+			for (i = 1; i <= NF; i++) if ($i ~ /^[0-9]+\.[0-9]+:$/) t = substr($i, 1, length($i) - 1)
+			if (!match($0, /connection [0-9]+ req [0-9]+/)) next
+			split(substr($0, RSTART, RLENGTH), f, " ")
+			if (f[2] != conn) next
+			if ($0 ~ /fuse_request_send/) {
+				if (match($0, /\(FUSE_[A-Z0-9_]+\)/)) op = substr($0, RSTART + 6, RLENGTH - 7)
+				else if (match($0, /opcode [0-9]+/)) op = "OPCODE_" substr($0, RSTART + 7, RLENGTH - 7)
+				start[f[4]] = t; kind[f[4]] = op
+			} else if (f[4] in start) {
+				printf "%s %.1f\n", kind[f[4]], (t - start[f[4]]) * 1e6
+				delete start[f[4]]
+			}
+		}' | sort -k1,1 -k2,2n | awk '
+		function flush() {
+			if (op != "") printf "%-16s %7d %10.1f %10.1f %9.3f\n", op, n, sum / n, v[int((n + 1) / 2)], sum / 1e6
+		}
+		$1 != op { flush(); op = $1; n = 0; sum = 0; delete v }
+		{ v[++n] = $2; sum += $2; total += $2; all += 1 }
+		END {
+			flush()
+			printf "%-16s %7d %10s %10s %9.3f\n", "all", all, "", "", total / 1e6
+		}' | sort -k5,5nr
+}
+
+run_one() {
+	local target=$1 rep=$2
+	case $target in
+	toh) "$bin/toh-mount" --policy "$policy" --audit "$etc/requests-audit.log" "$src" "$mnt" 2>/dev/null & ;;
+	lbsame) "$bin/lbmount" "${lbsame_opts[@]}" "$src" "$mnt" 2>/dev/null & ;;
+	loopback) "$bin/loopback" "$mnt" "$src" >/dev/null 2>&1 & ;;
+	bindfs) bindfs -f "$src" "$mnt" & ;;
+	*) die "unknown target $target" ;;
+	esac
+	daemon=$!
+	local i
+	for i in $(seq 100); do
+		grep -qs " $mnt fuse" /proc/self/mounts && break
+		sleep 0.05
+	done
+	grep -qs " $mnt fuse" /proc/self/mounts || die "$target did not mount $mnt"
+	local conn
+	conn=$(stat -c %d "$mnt") # the connection number the tracepoints print is the mount's device
+
+	rm -rf "$src/scratch/requests"
+	mkdir -p "$src/scratch/requests"
+	local cmd
+	if [[ $WORKLOAD == rm-rf ]]; then
+		tar -xf "$WORK/tree.tar" -C "$src/scratch/requests"
+		cmd="rm -rf $mnt/scratch/requests"
+	else
+		cmd="tar -xf $WORK/tree.tar -C $mnt/scratch/requests"
+	fi
+	sync
+	echo 3 >/proc/sys/vm/drop_caches
+	local t0 t1
+	t0=$(date +%s%N)
+	perf record -q -o "$data" -e fuse:fuse_request_send -e fuse:fuse_request_end -a -- $cmd 2>/dev/null
+	t1=$(date +%s%N)
+	printf '\n%s, %s, run %d: %.3f s (under perf)\n' "$WORKLOAD" "$target" "$rep" "$(((t1 - t0) / 1000000))e-3"
+	printf '%-16s %7s %10s %10s %9s\n' request count "mean µs" "median µs" "total s"
+	perf script -i "$data" 2>/dev/null | summarize "$conn"
+
+	umount "$mnt"
+	wait "$daemon" 2>/dev/null || true
+	daemon=""
+}
+
+for rep in $(seq "$REPS"); do
+	for target in $TARGETS; do
+		run_one "$target" "$rep"
+	done
+done
