@@ -100,8 +100,7 @@ run_one() {
 	*) die "unknown target $target" ;;
 	esac
 	daemon=$!
-	local i
-	for i in $(seq 100); do
+	for _ in $(seq 100); do
 		grep -qs " $mnt fuse" /proc/self/mounts && break
 		sleep 0.05
 	done
@@ -114,15 +113,15 @@ run_one() {
 	local cmd
 	if [[ $WORKLOAD == rm-rf ]]; then
 		tar -xf "$WORK/tree.tar" -C "$src/scratch/requests"
-		cmd="rm -rf $mnt/scratch/requests"
+		cmd=(rm -rf "$mnt/scratch/requests")
 	else
-		cmd="tar -xf $WORK/tree.tar -C $mnt/scratch/requests"
+		cmd=(tar -xf "$WORK/tree.tar" -C "$mnt/scratch/requests")
 	fi
 	sync
 	echo 3 >/proc/sys/vm/drop_caches
 	local t0 t1
 	t0=$(date +%s%N)
-	perf record -q -o "$data" -e fuse:fuse_request_send -e fuse:fuse_request_end -a -- $cmd 2>/dev/null
+	perf record -q -o "$data" -e fuse:fuse_request_send -e fuse:fuse_request_end -a -- "${cmd[@]}" 2>/dev/null
 	t1=$(date +%s%N)
 	printf '\n%s, %s, run %d: %.3f s (under perf)\n' "$WORKLOAD" "$target" "$rep" "$(((t1 - t0) / 1000000))e-3"
 	printf '%-16s %7s %10s %10s %9s\n' request count "mean µs" "median µs" "total s"
