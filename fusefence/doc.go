@@ -90,9 +90,10 @@
 //     no-follow walk), and the parent's (dev, ino) must equal what stat saw of the
 //     canonical parent during the decision; a symlink on the way or a different
 //     directory is a denial (rule symlink-race). The last component is never
-//     followed (O_NOFOLLOW, AT_SYMLINK_NOFOLLOW, an O_PATH descriptor used through
-//     /proc/self/fd). Root descriptors are reopened, beneath "/" and without
-//     following symlinks, whenever the policy generation changes.
+//     followed (O_NOFOLLOW, AT_SYMLINK_NOFOLLOW, an O_PATH descriptor used with
+//     AT_EMPTY_PATH or through /proc/self/fd). Root descriptors are reopened,
+//     beneath "/" and without following symlinks, whenever the policy generation
+//     changes.
 //
 // Writes through an open descriptor (write, fallocate, copy_file_range into it,
 // ftruncate) act on the inode judged at open. When the policy or its protected set

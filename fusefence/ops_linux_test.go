@@ -150,3 +150,36 @@ func TestReadsPassThroughReadOnly(t *testing.T) {
 		t.Errorf("reads logged denials: %+v", recs)
 	}
 }
+
+// TestSetattrWithoutEmptyPath: chmod and utimes land on the file the name leads to
+// both with AT_EMPTY_PATH on its O_PATH descriptor and through /proc/self/fd, the
+// fallback for a kernel without the former.
+func TestSetattrWithoutEmptyPath(t *testing.T) {
+	defer func(c, u bool) { emptyPathChmod.Store(c); emptyPathUtimes.Store(u) }(emptyPathChmod.Load(), emptyPathUtimes.Load())
+	e := newEnv(t, policy.WorkspaceWrite, "file src/fast x", "file src/proc x")
+	for i, name := range []string{"fast", "proc"} {
+		fast := name == "fast"
+		emptyPathChmod.Store(fast)
+		emptyPathUtimes.Store(fast)
+		if err := unix.Chmod(e.m(name), 0o640); err != nil {
+			t.Fatalf("chmod %s: %v", name, err)
+		}
+		mtime := int64(1000 + i)
+		if err := unix.UtimesNano(e.m(name), []unix.Timespec{{Sec: 7}, {Sec: mtime}}); err != nil {
+			t.Fatalf("utimes %s: %v", name, err)
+		}
+		var st unix.Stat_t
+		if err := unix.Stat(e.s(name), &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Mtim.Sec != mtime || st.Atim.Sec != 7 {
+			t.Errorf("%s: atime %d mtime %d, want 7 and %d", name, st.Atim.Sec, st.Mtim.Sec, mtime)
+		}
+		if err := want(e.s(name), unix.S_IFREG|0o640, "x"); err != nil { // reads: after the times
+			t.Error(err)
+		}
+		if got := emptyPathChmod.Load() && emptyPathUtimes.Load(); got != fast {
+			t.Errorf("%s: AT_EMPTY_PATH in use %v after the calls, want %v", name, got, fast)
+		}
+	}
+}
