@@ -39,7 +39,7 @@ bin=$WORK/bin src=$WORK/ws etc=$WORK/etc
 mnt=$WORK/mnt/requests data=$WORK/requests.perf
 mkdir -p "$bin" "$etc" "$mnt" "$src/scratch"
 # The same options as bench/fuse.sh's lbsame; keep the two in step.
-lbsame_opts=(-allow-other -atomic-o-trunc -no-opendir -timeout 1s -negative 1s -keep-cache -cache-dir -passthrough read+create -direct-write -setattr-timeout 1s -no-flush -max-write 1040384)
+lbsame_opts=(-allow-other -atomic-o-trunc -no-opendir -timeout 1s -negative 1s -keep-cache -cache-dir -passthrough read+create -direct-write -setattr-timeout 1s -no-flush -max-write 1040384 -killpriv-v2)
 policy=$etc/requests-policy.json
 printf '{"version": 1, "mode": "workspace-write", "workspaceRoot": "%s"}\n' "$src" >"$policy"
 

@@ -106,7 +106,7 @@ EOF
 : >"$etc/audit.log"
 
 # lbsame mounts with the options fusefence.Mount uses; keep the two in step.
-lbsame_opts=(-allow-other -atomic-o-trunc -no-opendir -timeout 1s -negative 1s -keep-cache -cache-dir -passthrough read+create -direct-write -setattr-timeout 1s -no-flush -max-write 1040384)
+lbsame_opts=(-allow-other -atomic-o-trunc -no-opendir -timeout 1s -negative 1s -keep-cache -cache-dir -passthrough read+create -direct-write -setattr-timeout 1s -no-flush -max-write 1040384 -killpriv-v2)
 
 args=()
 for t in $TARGETS; do

@@ -26,6 +26,9 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 	size, hasSize := in.GetSize()
 	hasAtime := in.Valid&fuse.FATTR_ATIME != 0
 	hasMtime := in.Valid&fuse.FATTR_MTIME != 0
+	// Clearing set-ID bits is left to the daemon (see killSetID): asked for with
+	// a truncation or chown, or by a SETATTR that is otherwise empty.
+	kill := in.Valid&fuse.FATTR_KILL_SUIDGID != 0
 	var op string
 	switch {
 	case hasSize:
@@ -36,7 +39,9 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 		op = "chown"
 	case hasAtime || hasMtime:
 		op = "utimes"
-	default: // nothing the fence can change (ctime alone, lock owner)
+	case n.StableAttr().Mode == unix.S_IFREG && n.hasSetID():
+		op, kill = "chmod", true
+	default: // nothing the fence can change (ctime alone, lock owner, no set-ID bit to clear)
 		return n.Getattr(ctx, fh, out)
 	}
 	rel := n.rel()
@@ -47,7 +52,15 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 		if errno := n.f.recheck(ctx, h, op, rel); errno != 0 {
 			return errno
 		}
-		if errno := h.use(func(fd int) error { return unix.Ftruncate(fd, int64(size)) }); errno != 0 {
+		errno := h.use(func(fd int) error {
+			if kill {
+				if err := killSetID(fd); err != nil {
+					return err
+				}
+			}
+			return unix.Ftruncate(fd, int64(size))
+		})
+		if errno != 0 {
 			return errno
 		}
 		return n.f.attrOut(h.getattr(out), out)
@@ -93,6 +106,14 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 			gr = int(gid)
 		}
 		if err := unix.Fchownat(leafFd, "", u, gr, unix.AT_EMPTY_PATH); err != nil {
+			return toErrno(err)
+		}
+	}
+	if kill && !hasUID && !hasGID && st.Mode&unix.S_IFMT == unix.S_IFREG {
+		// A chown as root has cleared them on the host already (the kernel asks
+		// with every chown of a file, tar's included). Before the truncation: no
+		// content is cut while the bits stay.
+		if err := killSetIDPath(leafFd); err != nil {
 			return toErrno(err)
 		}
 	}
@@ -200,6 +221,39 @@ func (n *node) xattr(ctx context.Context, op string, fn func(proc string) error)
 	}
 	g.touched()
 	return 0
+}
+
+// hasSetID tells whether the host file n stands for has a set-ID bit that
+// killSetID would clear: a SETATTR that asks for nothing else is then the kernel's
+// request to clear them. A read through the host path, as getattr's; the change
+// itself is judged and made on the re-resolved leaf.
+func (n *node) hasSetID() bool {
+	var st unix.Stat_t
+	if err := unix.Stat(n.f.host(n.rel()), &st); err != nil {
+		return false
+	}
+	return st.Mode&unix.S_IFMT == unix.S_IFREG && killBits(st.Mode) != 0
+}
+
+// killBits are the bits of mode killSetID clears.
+func killBits(mode uint32) uint32 {
+	kill := mode & unix.S_ISUID
+	if mode&unix.S_IXGRP != 0 {
+		kill |= mode & unix.S_ISGID
+	}
+	return kill
+}
+
+// killSetIDPath is killSetID for an O_PATH descriptor.
+func killSetIDPath(fd int) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if kill := killBits(st.Mode); kill != 0 {
+		return chmodFd(fd, procFd(fd), st.Mode&0o7777&^kill)
+	}
+	return nil
 }
 
 // emptyPathChmod and emptyPathUtimes stay true while the kernel takes

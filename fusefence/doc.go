@@ -141,9 +141,24 @@
 //     requests, judged again after every tightening; read-write creates too (their
 //     page cache must be written back through the fence). A multiply-linked file
 //     is never a passthrough writer: a new file has one link, and opening an
-//     existing one for writing is refused. The kernel clears set-ID bits on
-//     passthrough writes itself (a SETATTR the fence judges like chmod).
-//     TestPassthroughWriterOfCreatedFile pins all of this.
+//     existing one for writing is refused. Before a passthrough write that must
+//     clear set-ID bits the kernel asks the fence to (a SETATTR the fence judges
+//     like chmod; see Set-ID bits). TestPassthroughWriterOfCreatedFile pins all
+//     of this.
+//   - Set-ID bits. The daemon runs with CAP_FSETID, so the host never clears
+//     set-user-ID and set-group-ID bits for it; the fence clears them itself
+//     where Linux would for the caller. The mount negotiates
+//     FUSE_HANDLE_KILLPRIV_V2 (Linux 5.11), so the kernel tells the fence when a
+//     caller without CAP_FSETID truncates (FATTR_KILL_SUIDGID), opens with
+//     O_TRUNC (FUSE_OPEN_KILL_SUIDGID), or writes through the page cache or a
+//     passthrough writer (a SETATTR that asks for nothing else, as chown(f, -1,
+//     -1) sends), and stops looking up security.capability before every write;
+//     a chown as root clears them on the host by itself. The bits cleared are
+//     set-user-ID, and set-group-ID of a group-executable file, as the kernel
+//     clears them for a FUSE file system without that capability (a host file
+//     system also clears a non-executable set-group-ID bit for a caller outside
+//     the group). TestSetIDClearedAsOnHost compares every path with the same
+//     change of a host file, unprivileged and as root.
 //   - Device nodes are denied by mknod in every mode, danger-full-access included.
 //     FIFOs and sockets follow the policy. The mount is nodev and nosuid.
 //   - ioctls: FS_IOC_GETFLAGS and FS_IOC_FSGETXATTR (read-only inode flag queries,
@@ -264,7 +279,9 @@
 //     mount, or whose creating write-only descriptor is still open, fails with
 //     ETXTBSY while passthrough is in use (see ioMode).
 //   - A write through a write-only descriptor clears set-user-ID and set-group-ID
-//     bits for every writer, root included.
+//     bits for every writer, root included (FUSE_WRITE_KILL_SUIDGID, which would
+//     tell, does not reach the fence through go-fuse's API); so does an O_TRUNC open where the kernel
+//     does not take FUSE_HANDLE_KILLPRIV_V2.
 //   - Directory offsets (telldir, d_off) are the host's: on ext4 64-bit hash values,
 //     which 32-bit programs built without large-file support cannot hold (readdir
 //     fails with EOVERFLOW), as through go-fuse's loopback; the host gives such

@@ -100,6 +100,8 @@ type fence struct {
 	server      *fuse.Server
 	passthrough atomic.Bool // the kernel takes backing files from this daemon
 	pending     sync.Map    // request cancel channel -> backing ID for its answer (see rawFS)
+	killpriv    atomic.Bool // the kernel leaves clearing set-ID bits to this daemon (see killSetID)
+	openKill    sync.Map    // request cancel channel of an OPEN or CREATE with FUSE_OPEN_KILL_SUIDGID
 }
 
 // Mount mounts a fence for cfg and starts serving it. It sets the process umask to
@@ -168,7 +170,9 @@ func Mount(cfg Config) (*Fence, error) {
 			// open; otherwise the kernel truncates through a separate SETATTR.
 			// No OPENDIR and RELEASEDIR round trips where the kernel allows it
 			// (noopendir); listings keep the kernel's cache all the same.
-			ExtraCapabilities: fuse.CAP_ATOMIC_O_TRUNC | fuse.CAP_NO_OPENDIR_SUPPORT,
+			// The kernel leaves clearing set-ID bits to the daemon and stops asking
+			// for security.capability before every write (see killSetID).
+			ExtraCapabilities: fuse.CAP_ATOMIC_O_TRUNC | fuse.CAP_NO_OPENDIR_SUPPORT | fuse.CAP_HANDLE_KILLPRIV_V2,
 			// One WRITE per MiB of a large write(2) instead of eight; a READ answered
 			// by splice must fit the pipe (1 MiB by default) with its header.
 			MaxWrite: maxWrite,
@@ -206,6 +210,7 @@ func Mount(cfg Config) (*Fence, error) {
 	// sides; the kernel's BACKING_OPEN also wants CAP_SYS_ADMIN, checked at the
 	// first one.
 	f.passthrough.Store(f.asRoot && server.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH != 0)
+	f.killpriv.Store(server.KernelSettings().Flags64()&fuse.CAP_HANDLE_KILLPRIV_V2 != 0)
 	return &Fence{server: server, f: f, mp: cfg.Mountpoint}, nil
 }
 

@@ -123,6 +123,18 @@ func (f *fence) openForWrite(ctx context.Context, s *snapshot, op, rel string, f
 	if created {
 		g.chownNew(dirFd, base)
 	}
+	if flags&unix.O_TRUNC != 0 && f.openKills(ctx) {
+		var now unix.Stat_t
+		err := killSetID(fd)
+		if err == nil {
+			err = unix.Fstat(fd, &now)
+		}
+		if err != nil {
+			unix.Close(fd)
+			return nil, st, 0, toErrno(err)
+		}
+		st.Mode = now.Mode
+	}
 	if flags&unix.O_TRUNC != 0 && st.Size != 0 {
 		if err := unix.Ftruncate(fd, 0); err != nil {
 			unix.Close(fd)
@@ -141,6 +153,16 @@ func (f *fence) openForWrite(ctx context.Context, s *snapshot, op, rel string, f
 	h = &handle{fd: fd, writable: flags&unix.O_ACCMODE != unix.O_RDONLY, target: g.target}
 	h.gen.Store(g.protVer)
 	return h, st, gen, 0
+}
+
+// openKills tells whether an open with O_TRUNC must clear the file's set-ID bits
+// (see killSetID): when the kernel asked for it, or cannot ask.
+func (f *fence) openKills(ctx context.Context) bool {
+	if !f.killpriv.Load() {
+		return true
+	}
+	_, kill := f.openKill.Load(cancelOf(ctx))
+	return kill
 }
 
 var _ = (fs.NodeCreater)((*node)(nil))

@@ -74,12 +74,20 @@ type rawFS struct {
 }
 
 func (r *rawFS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+	if in.Mode&fuse.OPEN_KILL_SUIDGID != 0 { // OpenIn.Mode holds the FUSE open flags
+		r.f.openKill.Store(cancel, true)
+		defer r.f.openKill.Delete(cancel)
+	}
 	st := r.RawFileSystem.Open(cancel, in, out)
 	r.f.attach(cancel, st, out)
 	return st
 }
 
 func (r *rawFS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
+	if in.OpenFlags&fuse.OPEN_KILL_SUIDGID != 0 {
+		r.f.openKill.Store(cancel, true)
+		defer r.f.openKill.Delete(cancel)
+	}
 	st := r.RawFileSystem.Create(cancel, in, name, out)
 	r.f.attach(cancel, st, &out.OpenOut)
 	return st
@@ -200,20 +208,30 @@ func (h *handle) released() {
 }
 
 // killSetID clears the set-user-ID bit, and the set-group-ID bit of a
-// group-executable file, before a write through a direct handle: the kernel
-// clears them for the writes it caches and leaves direct writes to the file
-// system. The daemon cannot tell whether the writer holds CAP_FSETID, so it clears
-// them for every writer, root included (a local file system keeps them for root).
+// group-executable file (the bits the kernel itself clears for a FUSE file
+// system, fs/fuse/dir.c fuse_setattr), of the file fd holds: the daemon runs
+// with CAP_FSETID, so the host keeps them on its writes, truncations and opens.
+//
+// The mount negotiates FUSE_HANDLE_KILLPRIV_V2, which leaves that to the daemon
+// wherever a caller without CAP_FSETID changes a file (Linux 5.11; checked in
+// 6.18), and lets the kernel skip the security.capability lookup it otherwise
+// sends before every write (SB_NOSEC): a truncation carries FATTR_KILL_SUIDGID,
+// an O_TRUNC open FUSE_OPEN_KILL_SUIDGID, and a write through the page cache or
+// a passthrough writer, like chown(f, -1, -1), an otherwise empty SETATTR
+// (what is left of the kernel's ATTR_KILL_SUID|ATTR_KILL_SGID). A chown of the
+// host file as root clears them on its own. Direct writes (write-only
+// descriptors) reach no kill decision of the kernel's: the fence clears the bits
+// before every one, for every writer, root included (a local file system keeps
+// them for root). Where the kernel does not take FUSE_HANDLE_KILLPRIV_V2, an
+// O_TRUNC open clears them for every caller too (the kernel's own clearing is
+// lost with atomic O_TRUNC).
 func killSetID(fd int) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return err
 	}
-	kill := uint32(unix.S_ISUID)
-	if st.Mode&unix.S_IXGRP != 0 {
-		kill |= unix.S_ISGID
-	}
-	if st.Mode&kill == 0 {
+	kill := killBits(st.Mode)
+	if kill == 0 {
 		return nil
 	}
 	return unix.Fchmod(fd, st.Mode&0o7777&^kill)

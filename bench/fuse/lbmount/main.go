@@ -118,7 +118,7 @@ func main() {
 	flag.BoolVar(&cfg.noFlush, "no-flush", false, "FOPEN_NOFLUSH on files")
 	flag.BoolVar(&cfg.directWrite, "direct-write", false, "FOPEN_DIRECT_IO on write-only opens")
 	flag.DurationVar(&cfg.setattrTimeout, "setattr-timeout", 0, "attribute timeout of SETATTR replies (0: none, as go-fuse)")
-	killpriv := flag.Bool("killpriv-v2", false, "request CAP_HANDLE_KILLPRIV_V2")
+	killpriv := flag.Bool("killpriv-v2", false, "request CAP_HANDLE_KILLPRIV_V2, as toh-mount (the loopback then clears no set-ID bits: a benchmark only)")
 	plusAuto := flag.Bool("readdirplus-auto", false, "request CAP_READDIRPLUS_AUTO")
 	maxWrite := flag.Int("max-write", 0, "MaxWrite (0: go-fuse's default)")
 	maxBackground := flag.Int("max-background", 0, "MaxBackground (0: go-fuse's default)")
