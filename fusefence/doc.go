@@ -280,8 +280,12 @@
 //     ETXTBSY while passthrough is in use (see ioMode).
 //   - A write through a write-only descriptor clears set-user-ID and set-group-ID
 //     bits for every writer, root included (FUSE_WRITE_KILL_SUIDGID, which would
-//     tell, does not reach the fence through go-fuse's API); so does an O_TRUNC open where the kernel
-//     does not take FUSE_HANDLE_KILLPRIV_V2.
+//     tell, does not reach the fence through go-fuse's API); so does an O_TRUNC
+//     open where the kernel does not take FUSE_HANDLE_KILLPRIV_V2, and a write by
+//     root to a set-ID file that also carries security.capability (the kernel's
+//     request to drop the capability comes as the same empty SETATTR). After an
+//     O_TRUNC open or a direct write clears them, stat through the mount may show
+//     the bits until the attribute timeout (the answer carries no attributes).
 //   - Directory offsets (telldir, d_off) are the host's: on ext4 64-bit hash values,
 //     which 32-bit programs built without large-file support cannot hold (readdir
 //     fails with EOVERFLOW), as through go-fuse's loopback; the host gives such
