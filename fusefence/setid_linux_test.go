@@ -2,7 +2,6 @@ package fusefence
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -121,9 +120,7 @@ func TestSetIDClearedAsOnHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(e.base, "bin", "fusefence.test")
-	if err := copyFile(self, bin); err != nil {
-		t.Fatal(err)
-	}
+	testutil.CopyExecutable(t, self, bin)
 	run := func(cred *syscall.Credential, op, path string, mode uint32) error {
 		cmd := exec.Command(bin, "-test.run=^TestSetIDHelperProcess$", "--", op, path, fmt.Sprintf("%o", mode))
 		cmd.Env = append(os.Environ(), "TOH_TEST_SUBPROCESS="+setIDHelper)
@@ -189,21 +186,4 @@ func TestSetIDClearedAsOnHost(t *testing.T) {
 	if recs := e.records(); len(recs) != 0 {
 		t.Errorf("denials: %+v", recs)
 	}
-}
-
-func copyFile(from, to string) error {
-	in, err := os.Open(from)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(to, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o755)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }

@@ -34,7 +34,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"math/rand"
 	"os"
@@ -570,27 +569,8 @@ func newWhyHarness(t *testing.T) *whyHarness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := copyFile(self, h.helper); err != nil {
-		t.Fatalf("copying the test binary where bwrap shows it: %v", err)
-	}
+	testutil.CopyExecutable(t, self, h.helper) // where bwrap shows it
 	return h
-}
-
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }
 
 // env is the environment of toh-exec and toh-mount: $TMPDIR unset, so that the
