@@ -25,6 +25,8 @@ WORKLOAD=${WORKLOAD:-rm-rf}
 TARGETS=${TARGETS:-toh lbsame bindfs}
 REPS=${REPS:-1}
 WORK=${WORK:-/var/tmp/toh-fusebench}
+# shellcheck source=bench/fuse-lib.sh
+source "$repo/bench/fuse-lib.sh"
 
 die() { echo "$prog: $*" >&2; exit 1; }
 note() { echo "$prog: $*" >&2; }
@@ -38,8 +40,6 @@ case $WORKLOAD in rm-rf | untar) ;; *) die "WORKLOAD=$WORKLOAD: want rm-rf or un
 bin=$WORK/bin src=$WORK/ws etc=$WORK/etc
 mnt=$WORK/mnt/requests data=$WORK/requests.perf
 mkdir -p "$bin" "$etc" "$mnt" "$src/scratch"
-# The same options as bench/fuse.sh's lbsame; keep the two in step.
-lbsame_opts=(-allow-other -atomic-o-trunc -no-opendir -timeout 1s -negative 1s -keep-cache -cache-dir -passthrough read+create -direct-write -setattr-timeout 1s -no-flush -max-write 1040384 -killpriv-v2)
 policy=$etc/requests-policy.json
 printf '{"version": 1, "mode": "workspace-write", "workspaceRoot": "%s"}\n' "$src" >"$policy"
 
@@ -54,12 +54,7 @@ cleanup() {
 trap cleanup EXIT
 
 note "building toh-mount, go-fuse's example/loopback and lbmount into $bin"
-(
-	cd "$repo"
-	go build -o "$bin/toh-mount" ./cmd/toh-mount
-	go build -o "$bin/loopback" github.com/hanwen/go-fuse/v2/example/loopback
-	go build -o "$bin/lbmount" ./bench/fuse/lbmount
-)
+build_fuse_mirrors "$bin"
 
 # summarize CONNECTION: per request kind, from perf script on stdin: count, mean and
 # median latency, and the total the workload waited on that kind.

@@ -38,6 +38,8 @@ SEQ_MIB=${SEQ_MIB:-1024}
 WORK=${WORK:-/var/tmp/toh-fusebench}
 OUT=${OUT:-$repo/bench/results}
 TARGETS=${TARGETS:-native toh lbsame loopback bindfs}
+# shellcheck source=bench/fuse-lib.sh
+source "$repo/bench/fuse-lib.sh"
 
 die() { echo "$prog: $*" >&2; exit 1; }
 note() { echo "$prog: $*" >&2; }
@@ -70,13 +72,8 @@ cleanup() {
 trap cleanup EXIT
 
 note "building toh-mount, go-fuse's example/loopback, lbmount and fusebench into $bin"
-(
-	cd "$repo"
-	go build -o "$bin/toh-mount" ./cmd/toh-mount
-	go build -o "$bin/loopback" github.com/hanwen/go-fuse/v2/example/loopback
-	go build -o "$bin/lbmount" ./bench/fuse/lbmount
-	go build -o "$bin/fusebench" ./bench/fuse/fusebench
-)
+build_fuse_mirrors "$bin"
+(cd "$repo" && go build -o "$bin/fusebench" ./bench/fuse/fusebench)
 
 goroot=$(go env GOROOT)
 if [[ ${REFRESH:-0} == 1 || ! -f $src/.prepared ]]; then
@@ -105,8 +102,6 @@ cat >"$etc/policy.json" <<EOF
 EOF
 : >"$etc/audit.log"
 
-# lbsame mounts with the options fusefence.Mount uses; keep the two in step.
-lbsame_opts=(-allow-other -atomic-o-trunc -no-opendir -timeout 1s -negative 1s -keep-cache -cache-dir -passthrough read+create -direct-write -setattr-timeout 1s -no-flush -max-write 1040384 -killpriv-v2)
 
 args=()
 for t in $TARGETS; do
