@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -23,18 +24,30 @@ const setIDHelper = "setid" // TOH_TEST_SUBPROCESS value of TestSetIDHelperProce
 // passthrough writer where passthrough is available.
 var setIDOps = []string{"ptwrite", "write", "rwwrite", "truncate", "ftruncate", "otrunc", "chown", "chgrp"}
 
-// TestSetIDHelperProcess runs one of setIDOps on a path, as whoever started it:
-// TestSetIDClearedAsOnHost starts it as an unprivileged caller.
+// TestSetIDHelperProcess runs setIDOps, given as triples (op, path, octal mode)
+// after "--", as whoever started it: TestSetIDClearedAsOnHost starts it as an
+// unprivileged caller, once for all the host's files and once for the mount's
+// (a race-built test binary takes most of a second to start). Each failure is one
+// line "failed PATH: ERROR" on stdout.
 func TestSetIDHelperProcess(t *testing.T) {
 	if os.Getenv("TOH_TEST_SUBPROCESS") != setIDHelper {
 		return
 	}
 	args := os.Args[slices.Index(os.Args, "--")+1:]
-	if err := setIDOp(args[0], args[1], args[2]); err != nil {
-		fmt.Fprintf(os.Stderr, "%s %s: %v\n", args[0], args[1], err)
-		os.Exit(1)
+	for i := 0; i+2 < len(args); i += 3 {
+		if err := setIDOp(args[i], args[i+1], args[i+2]); err != nil {
+			fmt.Printf("failed %s: %s: %v\n", args[i+1], args[i], err)
+		}
 	}
 	os.Exit(0)
+}
+
+// setIDCase is one op of setIDOps on a file of one mode, made on the host (host)
+// and through the mount (mnt, which is src on the host).
+type setIDCase struct {
+	op             string
+	mode           uint32
+	host, src, mnt string
 }
 
 func setIDOp(op, path, mode string) error {
@@ -121,14 +134,36 @@ func TestSetIDClearedAsOnHost(t *testing.T) {
 	}
 	bin := filepath.Join(e.base, "bin", "fusefence.test")
 	testutil.CopyExecutable(t, self, bin)
-	run := func(cred *syscall.Credential, op, path string, mode uint32) error {
-		cmd := exec.Command(bin, "-test.run=^TestSetIDHelperProcess$", "--", op, path, fmt.Sprintf("%o", mode))
+	// run runs the cases' ops on the paths where (host or mount) picks, as cred (nil:
+	// as root, in this process), and returns the failures by path.
+	run := func(cred *syscall.Credential, cases []setIDCase, where func(setIDCase) string) map[string]string {
+		failed := map[string]string{}
+		if cred == nil {
+			for _, c := range cases {
+				if err := setIDOp(c.op, where(c), fmt.Sprintf("%o", c.mode)); err != nil {
+					failed[where(c)] = fmt.Sprintf("%s: %v", c.op, err)
+				}
+			}
+			return failed
+		}
+		args := []string{"-test.run=^TestSetIDHelperProcess$", "--"}
+		for _, c := range cases {
+			args = append(args, c.op, where(c), fmt.Sprintf("%o", c.mode))
+		}
+		cmd := exec.Command(bin, args...)
 		cmd.Env = append(os.Environ(), "TOH_TEST_SUBPROCESS="+setIDHelper)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("%v: %s", err, out)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("running the set-ID helper as uid %d: %v", cred.Uid, err)
 		}
-		return nil
+		for line := range strings.Lines(string(out)) {
+			if rest, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), "failed "); ok {
+				path, msg, _ := strings.Cut(rest, ": ")
+				failed[path] = msg
+			}
+		}
+		return failed
 	}
 	modeOf := func(path string) uint32 {
 		var st unix.Stat_t
@@ -144,13 +179,14 @@ func TestSetIDClearedAsOnHost(t *testing.T) {
 		name string
 		cred *syscall.Credential
 	}{{"uid 65534", nobody}, {"root", nil}} {
+		var cases []setIDCase
 		for _, op := range setIDOps {
 			for _, mode := range modes {
 				n++
 				name := fmt.Sprintf("%d-%s", n, op)
-				host, mnt := filepath.Join(e.base, "native", name), e.m("u/"+name)
+				c := setIDCase{op: op, mode: mode, host: filepath.Join(e.base, "native", name), src: e.s("u/" + name), mnt: e.m("u/" + name)}
 				if op != "ptwrite" {
-					for _, p := range []string{host, e.s("u/" + name)} {
+					for _, p := range []string{c.host, c.src} {
 						if err := os.WriteFile(p, []byte("data"), 0o644); err != nil {
 							t.Fatal(err)
 						}
@@ -162,24 +198,29 @@ func TestSetIDClearedAsOnHost(t *testing.T) {
 						}
 					}
 				}
-				if err := run(who.cred, op, host, mode); err != nil {
-					t.Fatalf("%s: %s on the host: %v", who.name, op, err)
-				}
-				if err := run(who.cred, op, mnt, mode); err != nil {
-					t.Errorf("%s: %s through the mount: %v", who.name, op, err)
-					continue
-				}
-				want, got := modeOf(host), modeOf(e.s("u/"+name))
-				if who.cred != nil && mode&unix.S_ISUID != 0 && want&unix.S_ISUID != 0 {
-					t.Fatalf("%s: %s of a %04o file keeps set-user-ID on the host: this test checks nothing", who.name, op, mode)
-				}
-				if who.cred == nil && op == "write" {
-					// Direct writes clear the bits for every writer (see killSetID).
-					want = mode &^ killBits(mode)
-				}
-				if got != want {
-					t.Errorf("%s: %s of a %04o file: %04o through the mount, %04o on the host", who.name, op, mode, got, want)
-				}
+				cases = append(cases, c)
+			}
+		}
+		hostFailed := run(who.cred, cases, func(c setIDCase) string { return c.host })
+		mntFailed := run(who.cred, cases, func(c setIDCase) string { return c.mnt })
+		for _, c := range cases {
+			if msg, ok := hostFailed[c.host]; ok {
+				t.Fatalf("%s: on the host: %s", who.name, msg)
+			}
+			if msg, ok := mntFailed[c.mnt]; ok {
+				t.Errorf("%s: through the mount: %s", who.name, msg)
+				continue
+			}
+			want, got := modeOf(c.host), modeOf(c.src)
+			if who.cred != nil && c.mode&unix.S_ISUID != 0 && want&unix.S_ISUID != 0 {
+				t.Fatalf("%s: %s of a %04o file keeps set-user-ID on the host: this test checks nothing", who.name, c.op, c.mode)
+			}
+			if who.cred == nil && c.op == "write" {
+				// Direct writes clear the bits for every writer (see killSetID).
+				want = c.mode &^ killBits(c.mode)
+			}
+			if got != want {
+				t.Errorf("%s: %s of a %04o file: %04o through the mount, %04o on the host", who.name, c.op, c.mode, got, want)
 			}
 		}
 	}
