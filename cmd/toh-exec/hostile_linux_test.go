@@ -541,21 +541,64 @@ func TestLandlockRungUnderStrace(t *testing.T) {
 		// execs the script exec'd once before (the launcher; strace may not be able
 		// to read that argv, toh-exec being non-dumpable for an unprivileged tracer).
 		b, _ := os.ReadFile(trace)
-		execs := map[string]int{}
-		launched := false
-		for line := range strings.SplitSeq(string(b), "\n") {
-			pid, rest, ok := strings.Cut(line, " ")
-			rest = strings.TrimLeft(rest, " ") // strace pads short pids
-			if !ok || !strings.HasPrefix(rest, "execve(") || !strings.HasSuffix(rest, "= 0") {
-				continue
-			}
-			if strings.HasPrefix(rest, `execve("`+s.script+`"`) && execs[pid] > 0 {
-				launched = true
-			}
-			execs[pid]++
-		}
+		launched := execdByLauncher(string(b), s.script)
 		if !launched {
 			t.Fatalf("%s under strace: the script was not exec'd by a launcher stage:\n%s", mode, b)
 		}
+	}
+}
+
+// execdByLauncher reports whether an strace -f -e trace=execve log shows script
+// exec'd by a process that had exec'd once before (the launcher stage). A call
+// another process's line interrupts is split in two: "execve(... <unfinished ...>"
+// and later "<... execve resumed>) = 0".
+func execdByLauncher(trace, script string) bool {
+	execs := map[string]int{}
+	unfinished := map[string]string{}
+	for line := range strings.SplitSeq(trace, "\n") {
+		pid, rest, ok := strings.Cut(line, " ")
+		rest = strings.TrimLeft(rest, " ") // strace pads short pids
+		switch {
+		case !ok:
+			continue
+		case strings.HasPrefix(rest, "execve(") && strings.HasSuffix(rest, "<unfinished ...>"):
+			unfinished[pid] = rest
+			continue
+		case strings.HasPrefix(rest, "<... execve resumed>"):
+			call, split := unfinished[pid]
+			delete(unfinished, pid)
+			if !split || !strings.HasSuffix(rest, "= 0") {
+				continue
+			}
+			rest = call // its start names the program
+		case !strings.HasPrefix(rest, "execve(") || !strings.HasSuffix(rest, "= 0"):
+			continue
+		}
+		if strings.HasPrefix(rest, `execve("`+script+`"`) && execs[pid] > 0 {
+			return true
+		}
+		execs[pid]++
+	}
+	return false
+}
+
+// TestExecdByLauncher: the trace of a CI run where the launcher's execve was split
+// by another process's line, and the same trace without the launcher's exec.
+func TestExecdByLauncher(t *testing.T) {
+	const script = "/root/beside/cmd.sh"
+	split := `26763 execve("/tmp/toh-exec", ["/tmp/toh-exe"...], 0x7fff /* 38 vars */) = 0
+26773 execve("/tmp/toh-exec", ["/tmp/toh-exe"..., "__landlock-run"], 0x17b4 /* 38 vars */ <unfinished ...>
+26771 --- SIGURG {si_signo=SIGURG, si_code=SI_TKILL, si_pid=26763, si_uid=0} ---
+26773 <... execve resumed>)             = 0
+26773 execve("/root/beside/cmd.sh", ["/root/beside/"...], 0x3299 /* 38 vars */) = 0
+`
+	if !execdByLauncher(split, script) {
+		t.Error("a launcher whose execve was split: not found")
+	}
+	direct := `26763 execve("/tmp/toh-exec", ["/tmp/toh-exe"...], 0x7fff /* 38 vars */) = 0
+26770 execve("/root/beside/cmd.sh", ["/root/beside/"...], 0x3299 /* 38 vars */) = 0
+`
+	if execdByLauncher(direct, script) {
+		t.Error("a script exec'd by a fresh child: taken for a launcher")
 	}
 }
