@@ -113,7 +113,7 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 		// A chown as root has cleared them on the host already (the kernel asks
 		// with every chown of a file, tar's included). Before the truncation: no
 		// content is cut while the bits stay.
-		if err := killSetIDPath(leafFd); err != nil {
+		if err := killSetID(leafFd); err != nil {
 			return toErrno(err)
 		}
 	}
@@ -233,27 +233,6 @@ func (n *node) hasSetID() bool {
 		return false
 	}
 	return st.Mode&unix.S_IFMT == unix.S_IFREG && killBits(st.Mode) != 0
-}
-
-// killBits are the bits of mode killSetID clears.
-func killBits(mode uint32) uint32 {
-	kill := mode & unix.S_ISUID
-	if mode&unix.S_IXGRP != 0 {
-		kill |= mode & unix.S_ISGID
-	}
-	return kill
-}
-
-// killSetIDPath is killSetID for an O_PATH descriptor.
-func killSetIDPath(fd int) error {
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return err
-	}
-	if kill := killBits(st.Mode); kill != 0 {
-		return chmodFd(fd, procFd(fd), st.Mode&0o7777&^kill)
-	}
-	return nil
 }
 
 // emptyPathChmod and emptyPathUtimes stay true while the kernel takes

@@ -225,6 +225,8 @@ func (h *handle) released() {
 // them for root). Where the kernel does not take FUSE_HANDLE_KILLPRIV_V2, an
 // O_TRUNC open clears them for every caller too (the kernel's own clearing is
 // lost with atomic O_TRUNC).
+//
+// fd may be an O_PATH descriptor (chmodFd).
 func killSetID(fd int) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
@@ -234,5 +236,14 @@ func killSetID(fd int) error {
 	if kill == 0 {
 		return nil
 	}
-	return unix.Fchmod(fd, st.Mode&0o7777&^kill)
+	return chmodFd(fd, procFd(fd), st.Mode&0o7777&^kill)
+}
+
+// killBits are the bits of mode killSetID clears.
+func killBits(mode uint32) uint32 {
+	kill := mode & unix.S_ISUID
+	if mode&unix.S_IXGRP != 0 {
+		kill |= mode & unix.S_ISGID
+	}
+	return kill
 }
