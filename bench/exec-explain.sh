@@ -2,8 +2,9 @@
 # bench/exec-explain.sh: where toh-exec's time goes, beyond bench/exec.sh's ratios.
 # Interleaved A/B timings (bench/cmd/abrun) of toh-exec and of the floors any Go
 # front end pays (bench/cmd/execshim: a Go runtime start plus one execve, or a minimal
-# Go parent that spawns like toh-exec), then perf stat counters and strace syscall
-# counts when those tools are installed.
+# Go parent that spawns like toh-exec), the same two floors in static C
+# (bench/experiments/cshim.c, when cc is installed), then perf stat counters and
+# strace syscall counts when those tools are installed.
 #
 #   bench/exec-explain.sh
 #   EXPERIMENT=1 bench/exec-explain.sh   # also time the patches in bench/experiments/
@@ -32,6 +33,13 @@ fi
 note "building toh-exec and the helpers into $bin"
 build_toh "$bin/toh"
 (cd "$repo" && CGO_ENABLED=0 go build -o "$bin/execshim" ./bench/cmd/execshim)
+# The same two shapes in C, static (the cheapest start there is), when a compiler is here.
+cshim=""
+if command -v cc >/dev/null && cc -O2 -static -o "$bin/cshim" "$repo/bench/experiments/cshim.c" 2>"$work/cshim.log"; then
+	cshim=$bin/cshim
+else
+	note "no C compiler (or no static libc): the C floors are skipped"
+fi
 build_bench abrun execargv
 install_llr
 
@@ -86,10 +94,12 @@ echo "toh $(git -C "$repo" rev-parse --short HEAD), $(go version | cut -d' ' -f3
 [[ -z $xspawn ]] || echo "toh-spawn: HEAD + bench/experiments/spawn-direct.patch${xsig:+; toh-sig: + early-signals.patch (run with TOH_X_EARLYSIG=1)}"
 
 section "Process start: C, an empty Go program, toh-exec --help"
-ab /usr/bin/true "$bin/execshim" "$bin/toh --help"
+ab /usr/bin/true ${cshim:+"$cshim"} "$bin/execshim" "$bin/toh --help"
 
-section "bwrap path (read-only): raw bwrap, the Go floors, toh-exec"
-cmds=("$BW" "$bin/execshim $BW" "$bin/execshim -parent $BW" "$(T toh -- true)" "$(T toh --runner bwrap -- true)")
+section "bwrap path (read-only): raw bwrap, the C and Go floors, toh-exec"
+cmds=("$BW")
+[[ -z $cshim ]] || cmds+=("$cshim $BW" "$cshim -parent $BW")
+cmds+=("$bin/execshim $BW" "$bin/execshim -parent $BW" "$(T toh -- true)" "$(T toh --runner bwrap -- true)")
 for c in "$(X "$xspawn" "" -- true)" "$(X "$xspawn" GOMAXPROCS=1 -- true)" "$(X "$xsig" TOH_X_EARLYSIG=1 -- true)"; do
 	[[ -z $c ]] || cmds+=("$c")
 done
