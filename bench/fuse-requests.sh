@@ -2,15 +2,20 @@
 # bench/fuse-requests.sh: which FUSE requests a workload makes through each mirror,
 # and how long the kernel waited for each kind, from the kernel's own tracepoints
 # (fuse:fuse_request_send and fuse:fuse_request_end, recorded with perf). It
-# explains a ratio of bench/fuse.sh: more requests, or slower ones.
+# explains a ratio of bench/fuse.sh: more requests, or slower ones. With
+# MEASURE=daemon it shows instead what each request costs the daemon: its CPU time,
+# context switches, futex and nanosleep calls, per request and per thread.
 #
 #   sudo bench/fuse-requests.sh                          # rm-rf on toh, lbsame, bindfs
 #   sudo WORKLOAD=untar TARGETS="toh loopback" bench/fuse-requests.sh
+#   sudo MEASURE=daemon REPS=3 bench/fuse-requests.sh    # the daemons' side of rm-rf
 #
 # Environment:
 #   WORKLOAD  rm-rf (remove the tree, extracted natively) or untar (extract it) (rm-rf)
 #   TARGETS   space-separated subset of toh lbsame loopback bindfs (toh lbsame bindfs)
 #   REPS      runs per target, in turn (1)
+#   MEASURE   requests (the kernel's tracepoints, above) or daemon (perf stat of the
+#             daemon's threads; a Go daemon's sysmon is the thread that sleeps most) (requests)
 #   WORK      bench/fuse.sh's scratch directory, whose prepared tree this reuses
 #             (/var/tmp/toh-fusebench; run bench/fuse.sh once first)
 #
@@ -24,6 +29,7 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 WORKLOAD=${WORKLOAD:-rm-rf}
 TARGETS=${TARGETS:-toh lbsame bindfs}
 REPS=${REPS:-1}
+MEASURE=${MEASURE:-requests}
 WORK=${WORK:-/var/tmp/toh-fusebench}
 # shellcheck source=bench/fuse-lib.sh
 source "$repo/bench/fuse-lib.sh"
@@ -36,6 +42,7 @@ command -v perf >/dev/null || die "perf is not installed (apt-get install linux-
 [[ $(perf list 2>/dev/null) == *fuse:fuse_request_send* ]] || die "this kernel has no fuse:fuse_request_send tracepoint"
 [[ -f $WORK/tree.tar ]] || die "$WORK/tree.tar is missing: run bench/fuse.sh once to prepare it"
 case $WORKLOAD in rm-rf | untar) ;; *) die "WORKLOAD=$WORKLOAD: want rm-rf or untar" ;; esac
+case $MEASURE in requests | daemon) ;; *) die "MEASURE=$MEASURE: want requests or daemon" ;; esac
 
 bin=$WORK/bin src=$WORK/ws etc=$WORK/etc
 mnt=$WORK/mnt/requests data=$WORK/requests.perf
@@ -49,7 +56,7 @@ cleanup() {
 		umount "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null || note "could not unmount $mnt"
 	fi
 	if [[ -n $daemon ]]; then wait "$daemon" 2>/dev/null || true; fi
-	rm -rf "$src/scratch/requests" "$data"
+	rm -rf "$src/scratch/requests" "$data" "$data.reqs" "$data.threads"
 }
 trap cleanup EXIT
 
@@ -85,6 +92,40 @@ summarize() {
 		}' | sort -k5,5nr
 }
 
+# measure_daemon TARGET REP CONN CMD...: runs CMD under perf stat of the daemon's
+# threads, inside a perf stat that counts the connection's answered requests (the
+# fuse:fuse_request_end tracepoint, filtered by connection), and prints per thread
+# and in all, with the totals per request.
+measure_daemon() {
+	local target=$1 rep=$2 conn=$3 t0 t1 reqs
+	shift 3
+	t0=$(date +%s%N)
+	perf stat -x, -o "$data.reqs" -a -e fuse:fuse_request_end --filter "connection == $conn" -- \
+		perf stat -x, --per-thread -o "$data.threads" \
+		-e task-clock,context-switches,syscalls:sys_enter_futex,syscalls:sys_enter_nanosleep \
+		-p "$daemon" -- "$@" 2>/dev/null
+	t1=$(date +%s%N)
+	reqs=$(awk -F, '$3 ~ /fuse_request_end/ { print $1 + 0 }' "$data.reqs")
+	printf '\n%s, %s, run %d: %.3f s (under perf stat), %d requests\n' "$WORKLOAD" "$target" "$rep" "$(((t1 - t0) / 1000000))e-3" "$reqs"
+	awk -F, -v reqs="$reqs" '
+		/^#/ || NF < 4 || $2 ~ /not counted/ { next }
+		{ thr = $1; v = $2 + 0; ev = $4
+			if (ev ~ /task-clock/) cpu[thr] += v
+			else if (ev ~ /context-switches/) cs[thr] += v
+			else if (ev ~ /futex/) fx[thr] += v
+			else if (ev ~ /nanosleep/) ns[thr] += v
+			seen[thr] = 1 }
+		END {
+			for (t in seen) if (ns[t] > top) { top = ns[t]; sysmon = t }
+			printf "%-24s %9s %9s %8s %10s\n", "thread", "cpu ms", "switches", "futex", "nanosleep"
+			for (t in seen) if (cpu[t] > 0 || cs[t] > 0) {
+				printf "%-24s %9.1f %9d %8d %10d\n", t (t == sysmon && top > 1000 ? " (sysmon)" : ""), cpu[t], cs[t], fx[t], ns[t]
+				C += cpu[t]; S += cs[t]; F += fx[t]; N += ns[t] }
+			printf "%-24s %9.1f %9d %8d %10d\n", "all", C, S, F, N
+			if (reqs > 0) printf "%-24s %9.1f %9.2f %8.2f %10.2f\n", "per request (cpu in µs)", C * 1000 / reqs, S / reqs, F / reqs, N / reqs
+		}' "$data.threads"
+}
+
 run_one() {
 	local target=$1 rep=$2
 	case $target in
@@ -115,6 +156,13 @@ run_one() {
 	sync
 	echo 3 >/proc/sys/vm/drop_caches
 	local t0 t1
+	if [[ $MEASURE == daemon ]]; then
+		measure_daemon "$target" "$rep" "$conn" "${cmd[@]}"
+		umount "$mnt"
+		wait "$daemon" 2>/dev/null || true
+		daemon=""
+		return
+	fi
 	t0=$(date +%s%N)
 	perf record -q -o "$data" -e fuse:fuse_request_send -e fuse:fuse_request_end -a -- "${cmd[@]}" 2>/dev/null
 	t1=$(date +%s%N)
