@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -40,6 +41,20 @@ func Canonical(unsafePath string) string {
 	return canonicalize(unsafePath).path
 }
 
+// CanonicalAvoiding is Canonical for a process that serves the file system on
+// device dev (a FUSE daemon): it never looks a name up in a directory on dev, and
+// ok is false when the walk would have had to (a symlink, or a mount, leading into
+// that file system). Such a lookup would be a request to the caller itself, made
+// while the kernel may hold, for the request being served, the very directory lock
+// the lookup needs; the two would wait on each other forever. Stepping onto dev's
+// mount root itself needs no lookup inside dev and is allowed. With ok false the
+// path is the canonical prefix walked so far, the refused component and the rest,
+// as for an unresolvable component. dev 0 avoids nothing.
+func CanonicalAvoiding(unsafePath string, dev uint64) (path string, ok bool) {
+	r := canonicalizeAvoiding(unsafePath, dev)
+	return r.path, !r.avoided
+}
+
 // resolved is what Canonical learned about a path; Within needs more than the string.
 type resolved struct {
 	path string
@@ -49,9 +64,15 @@ type resolved struct {
 	// throughNonDir is set when a component followed an existing non-directory
 	// ("file/x", "file/.."): such a path names nothing the kernel can reach.
 	throughNonDir bool
+	// avoided is set when the walk stopped before a lookup on the avoided device.
+	avoided bool
 }
 
 func canonicalize(unsafePath string) resolved {
+	return canonicalizeAvoiding(unsafePath, 0)
+}
+
+func canonicalizeAvoiding(unsafePath string, avoidDev uint64) resolved {
 	if unsafePath == "" {
 		return resolved{}
 	}
@@ -63,7 +84,15 @@ func canonicalize(unsafePath string) resolved {
 		}
 		p = wd + "/" + p
 	}
-	w := walker{resolved: "/", isDir: true}
+	w := walker{resolved: "/", isDir: true, avoidDev: avoidDev}
+	if avoidDev != 0 {
+		var st unix.Stat_t
+		if err := unix.Lstat("/", &st); err != nil {
+			return resolved{path: filepath.Clean(p), avoided: true}
+		}
+		w.rootDev = uint64(st.Dev)
+		w.dev = w.rootDev
+	}
 	comps := strings.Split(p, "/")
 	for i, c := range comps {
 		// A failure needs an lstat, which only happens with no missing suffix and a
@@ -72,7 +101,7 @@ func canonicalize(unsafePath string) resolved {
 		w.links = 0
 		if err := w.step(c); err != nil {
 			rest := filepath.Clean("/" + strings.Join(comps[i+1:], "/"))
-			return resolved{path: filepath.Join(before, c, rest), existing: before}
+			return resolved{path: filepath.Join(before, c, rest), existing: before, avoided: err == errAvoided}
 		}
 	}
 	out := w.resolved
@@ -91,7 +120,14 @@ type walker struct {
 	dead     bool // resolved is a non-directory and something followed it
 	links    int  // symlinks expanded for the current component of the caller's path
 	lookups  int
+
+	// With avoidDev set (see CanonicalAvoiding), dev is resolved's device and
+	// rootDev that of "/".
+	avoidDev, dev, rootDev uint64
 }
+
+// errAvoided stops a walk before a lookup inside the avoided device.
+var errAvoided = errors.New("canon: lookup inside the avoided file system")
 
 func (w *walker) step(comp string) error {
 	switch {
@@ -115,6 +151,15 @@ func (w *walker) step(comp string) error {
 		default:
 			// resolved is canonical, so its lexical parent is its physical one.
 			w.resolved = filepath.Dir(w.resolved)
+			if w.avoidDev != 0 {
+				// Every component of the parent was looked up outside avoidDev, so
+				// this lstat looks up nothing inside it.
+				var st unix.Stat_t
+				if err := unix.Lstat(w.resolved, &st); err != nil {
+					return err
+				}
+				w.dev = uint64(st.Dev)
+			}
 		}
 		return nil
 	case len(w.missing) > 0:
@@ -130,6 +175,9 @@ func (w *walker) step(comp string) error {
 	if w.lookups > maxLookups {
 		return unix.ELOOP
 	}
+	if w.avoidDev != 0 && w.dev == w.avoidDev {
+		return errAvoided
+	}
 	next := filepath.Join(w.resolved, comp)
 	fi, err := os.Lstat(next)
 	switch {
@@ -144,6 +192,9 @@ func (w *walker) step(comp string) error {
 		return err
 	case fi.Mode()&fs.ModeSymlink == 0:
 		w.resolved, w.isDir = next, fi.IsDir()
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			w.dev = uint64(st.Dev)
+		}
 		return nil
 	}
 
@@ -159,7 +210,7 @@ func (w *walker) step(comp string) error {
 		return unix.ENOENT // what the kernel says when following one
 	}
 	if target[0] == '/' {
-		w.resolved, w.isDir = "/", true
+		w.resolved, w.isDir, w.dev = "/", true, w.rootDev
 	}
 	for _, c := range strings.Split(target, "/") {
 		if err := w.step(c); err != nil {
