@@ -38,6 +38,25 @@
 // to it, a bind mount of an ancestor) answers ELOOP there, as the kernel does for
 // such an alias.
 //
+// A symlink that leads back into the mount itself (to MOUNTPOINT or below, or
+// through a mount of this file system elsewhere) answers ELOOP too, and a mutation
+// whose target has come to lead there is denied with rule own-mount. Following it,
+// the daemon would look names up in its own file system from inside a request, and
+// the kernel may hold, for that very request, the directory lock such a lookup
+// needs: an open with O_CREAT of the link's name holds its directory while the
+// daemon answers the LOOKUP, and the two would wait on each other forever, with
+// every later request in that directory behind them. So host paths are
+// canonicalized without any lookup on the mount's own device
+// (canon.CanonicalAvoiding), which also bounds the recursion of a link to the
+// mount's root. For the same reason Mount refuses a MOUNTPOINT inside SOURCE or
+// containing it, and a policy file or audit log inside MOUNTPOINT. Left open: a
+// host path already resolved to a link's target when the link is turned into the
+// mount between the lookup and a read through that node (open, opendir, getxattr,
+// statfs follow the host path as it is then) can still wait like that; a mutation
+// cannot, since it is resolved again. A fence served through Config.DevFD does
+// not know its device and does none of this; toh-exec --fence mounts in the
+// run's own mount namespace, which the daemon's host paths never enter.
+//
 // # How a mutation is decided and performed
 //
 // Every mutation first takes the policy in force: the [PolicySource] is asked on

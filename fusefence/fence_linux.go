@@ -79,8 +79,14 @@ type Fence struct {
 
 // fence is the state shared by every node of one mount.
 type fence struct {
-	source    string // canonical
-	srcDev    uint64
+	source string // canonical
+	srcDev uint64
+	// mountpoint is the canonical mountpoint ("" for a DevFD mount).
+	mountpoint string
+	// ownDev is this mount's own device once it is up (0 before, and for a DevFD
+	// mount): host paths are canonicalized without looking anything up on it (see
+	// canon.CanonicalAvoiding and RuleOwnMount).
+	ownDev    atomic.Uint64
 	slashFd   int // O_PATH fd of "/", to open writable roots without following symlinks
 	pol       PolicySource
 	audit     *AuditLog
@@ -138,6 +144,12 @@ func Mount(cfg Config) (*Fence, error) {
 	}
 	if cfg.Audit != nil {
 		f.auditPath = canon.Canonical(cfg.Audit.Path())
+	}
+	if cfg.DevFD <= 0 {
+		if err := f.checkOutsideMount(cfg); err != nil {
+			unix.Close(slashFd)
+			return nil, err
+		}
 	}
 	f.root = &node{f: f}
 
@@ -209,9 +221,47 @@ func Mount(cfg Config) (*Fence, error) {
 	// Backing files (passthrough reads, see ioMode) need the capability on both
 	// sides; the kernel's BACKING_OPEN also wants CAP_SYS_ADMIN, checked at the
 	// first one.
+	if cfg.DevFD <= 0 {
+		// Served by now, so this stat is answered (by another reader).
+		var mst unix.Stat_t
+		if err := unix.Stat(cfg.Mountpoint, &mst); err == nil && uint64(mst.Dev) != f.srcDev {
+			f.ownDev.Store(uint64(mst.Dev))
+		}
+	}
 	f.passthrough.Store(f.asRoot && server.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH != 0)
 	f.killpriv.Store(server.KernelSettings().Flags64()&fuse.CAP_HANDLE_KILLPRIV_V2 != 0)
 	return &Fence{server: server, f: f, mp: cfg.Mountpoint}, nil
+}
+
+// checkOutsideMount refuses a mountpoint that would make the daemon serve itself:
+// one inside SOURCE (the mirror would contain itself, and listing it would recurse),
+// one containing SOURCE (the mount would hide the tree it mirrors from the paths the
+// fence resolves), and one containing the policy file or the audit log (read and
+// written from inside requests, they would be requests to the daemon itself, which
+// can wait on each other forever).
+func (f *fence) checkOutsideMount(cfg Config) error {
+	mp := canon.Canonical(cfg.Mountpoint)
+	f.mountpoint = mp
+	switch {
+	case canon.LexicallyWithin(mp, f.source):
+		return fmt.Errorf("mountpoint %q is inside source %q: the mirror would contain itself", cfg.Mountpoint, cfg.Source)
+	case canon.LexicallyWithin(f.source, mp):
+		return fmt.Errorf("source %q is inside mountpoint %q: the mount would hide it", cfg.Source, cfg.Mountpoint)
+	case f.auditPath != "" && canon.LexicallyWithin(f.auditPath, mp):
+		return fmt.Errorf("audit log %q is inside mountpoint %q: keep it outside the mount", cfg.Audit.Path(), cfg.Mountpoint)
+	}
+	if p, ok := cfg.Policy.(interface{ Path() string }); ok && p.Path() != "" {
+		if pp := canon.Canonical(p.Path()); canon.LexicallyWithin(pp, mp) {
+			return fmt.Errorf("policy file %q is inside mountpoint %q: keep it outside the mount", p.Path(), cfg.Mountpoint)
+		}
+	}
+	return nil
+}
+
+// canon is canon.CanonicalAvoiding on this mount's own device: ok is false when
+// the path leads into the mount itself.
+func (f *fence) canon(unsafePath string) (path string, ok bool) {
+	return canon.CanonicalAvoiding(unsafePath, f.ownDev.Load())
 }
 
 // Wait blocks until the mount is unmounted (by Unmount, toh-mount -u, or umount).

@@ -55,7 +55,10 @@ func (f *fence) judge(ctx context.Context, s *snapshot, op, rel string, fm form,
 	if s.err != nil {
 		return nil, f.deny(ctx, s, op, rel, f.host(rel), RulePolicyInvalid)
 	}
-	target, parentSt := f.resolve(rel, fm)
+	target, parentSt, ok := f.resolve(rel, fm)
+	if !ok || f.mountpoint != "" && canon.LexicallyWithin(target, f.mountpoint) {
+		return nil, f.deny(ctx, s, op, rel, target, RuleOwnMount)
+	}
 	ps := f.protected(s)
 	prot := ps.g
 	p, rule := place(s.x, prot, target, r, f.auditPath)
@@ -91,7 +94,7 @@ func (f *fence) judge(ctx context.Context, s *snapshot, op, rel string, fm form,
 
 // canonical is the canonical host target of rel in form fm.
 func (f *fence) canonical(rel string, fm form) string {
-	target, _ := f.resolve(rel, fm)
+	target, _, _ := f.resolve(rel, fm)
 	return target
 }
 
@@ -104,10 +107,12 @@ func (f *fence) canonical(rel string, fm form) string {
 // canon.Canonical lstats each prefix in turn (one walk of the whole path per
 // component); the descriptor also yields the parent's identity. Anything else (a
 // symlink on the way or in the last component of an inode target, a missing
-// directory, no openat2) is canon.Canonical's, as before.
-func (f *fence) resolve(rel string, fm form) (target string, parentSt *unix.Stat_t) {
+// directory, no openat2) is canon.Canonical's, as before, except that it never
+// looks a name up inside this mount: ok is false when rel leads back into it.
+func (f *fence) resolve(rel string, fm form) (target string, parentSt *unix.Stat_t, ok bool) {
 	if rel == "" {
-		return canon.Canonical(f.host(rel)), nil
+		target, ok = f.canon(f.host(rel))
+		return target, nil, ok
 	}
 	dir, base := "", rel
 	if i := strings.LastIndexByte(rel, '/'); i >= 0 {
@@ -126,22 +131,24 @@ func (f *fence) resolve(rel string, fm form) (target string, parentSt *unix.Stat
 			// symlink (or does not exist) keeps the joined spelling.
 			err := unix.Fstatat(fd, base, &st, unix.AT_SYMLINK_NOFOLLOW)
 			if err == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK || err != nil && err != unix.ENOENT {
-				return canon.Canonical(f.host(rel)), nil
+				target, ok = f.canon(f.host(rel))
+				return target, nil, ok
 			}
 		}
 		if err := unix.Fstat(fd, &st); err != nil {
-			return joined, nil
+			return joined, nil, true
 		}
-		return joined, &st
+		return joined, &st, true
 	}
 	if fm == formInode {
-		return canon.Canonical(f.host(rel)), nil
+		target, ok = f.canon(f.host(rel))
+		return target, nil, ok
 	}
-	parent := canon.Canonical(hostDir)
+	parent, ok := f.canon(hostDir)
 	if parent == "/" {
-		return "/" + base, nil
+		return "/" + base, nil, ok
 	}
-	return parent + "/" + base, nil
+	return parent + "/" + base, nil, ok
 }
 
 // noOpenat2 is set once openat2 answered ENOSYS.

@@ -117,11 +117,25 @@ func (f *fence) present(rel string) (st unix.Stat_t, gen uint64, errno syscall.E
 	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
 		if text, ok := f.linkText(rel, &st); ok {
 			st.Size = int64(len(text))
-		} else if gen, err = statx(host, 0, &st); err != nil {
+		} else if target, errno := f.throughLink(host); errno != 0 {
+			return st, 0, errno
+		} else if gen, err = statx(target, 0, &st); err != nil {
 			return st, 0, syscall.ENOENT
 		}
 	}
 	return st, gen, 0
+}
+
+// throughLink is what the host symlink at host leads to, canonical, found without
+// looking anything up inside this mount: ELOOP when it leads back into the mount,
+// whose daemon would otherwise be asking itself, possibly for a directory the kernel
+// holds locked for the very request being answered (see RuleOwnMount).
+func (f *fence) throughLink(host string) (string, syscall.Errno) {
+	target, ok := f.canon(host)
+	if !ok || f.mountpoint != "" && canon.LexicallyWithin(target, f.mountpoint) {
+		return "", syscall.ELOOP
+	}
+	return target, 0
 }
 
 // linkText returns the text the mirror shows for the host symlink at rel (st is
@@ -147,8 +161,10 @@ func (f *fence) linkText(rel string, st *unix.Stat_t) (string, bool) {
 		return "", false
 	}
 	dir := parentRel(rel)
-	if dir != "" && canon.Canonical(f.host(dir)) != f.host(dir) {
-		return "", false
+	if dir != "" {
+		if c, ok := f.canon(f.host(dir)); !ok || c != f.host(dir) {
+			return "", false
+		}
 	}
 	text, err := readlink(f.host(rel))
 	if err != nil {
@@ -164,12 +180,14 @@ func (f *fence) linkText(rel string, st *unix.Stat_t) (string, bool) {
 	if !strings.HasPrefix(dest, "/") {
 		dest = f.host(dir) + "/" + text
 	}
-	var tst unix.Stat_t
-	if unix.Stat(dest, &tst) != nil {
+	// Canonical first, never looking inside this mount, then the stat, which walks
+	// only the canonical components.
+	target, ok := f.canon(dest)
+	if !ok || !canon.LexicallyWithin(target, f.source) {
 		return "", false
 	}
-	target := canon.Canonical(dest)
-	if !canon.LexicallyWithin(target, f.source) {
+	var tst unix.Stat_t
+	if unix.Stat(target, &tst) != nil {
 		return "", false
 	}
 	to := relTo(target, f.source)
@@ -238,7 +256,12 @@ func (n *node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 	err := unix.Lstat(host, &st)
 	if err == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
 		if !n.isSymlink() {
-			err = unix.Stat(host, &st) // an escaping symlink shown as its target
+			// An escaping symlink shown as its target.
+			target, errno := n.f.throughLink(host)
+			if errno != 0 {
+				return errno
+			}
+			err = unix.Stat(target, &st)
 		} else if text, ok := n.f.linkText(n.rel(), &st); ok {
 			st.Size = int64(len(text))
 		}

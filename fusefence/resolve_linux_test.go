@@ -71,7 +71,10 @@ func TestResolveMatchesCanonical(t *testing.T) {
 	fast := 0
 	for _, rel := range rels {
 		for _, fm := range []form{formEntry, formInode} {
-			got, st := f.resolve(rel, fm)
+			got, st, ok := f.resolve(rel, fm)
+			if !ok {
+				t.Errorf("resolve(%q, %d): leads into the mount, with no mount", rel, fm)
+			}
 			if want := reference(rel, fm); got != want {
 				t.Errorf("resolve(%q, %d) = %q, canon.Canonical says %q", rel, fm, got, want)
 			}

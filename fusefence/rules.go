@@ -19,12 +19,13 @@ const (
 	RuleMultiplyLinked = "multiply-linked"        // content or metadata of a file with more than one link
 	RulePolicyInvalid  = "policy-invalid"         // the policy file is malformed; every mutation is denied
 	RuleIoctl          = "ioctl"                  // an ioctl outside the allowlist
+	RuleOwnMount       = "own-mount"              // the real target lies inside this mount itself
 )
 
 // Rules lists every rule name, for validating queries.
 var Rules = []string{
 	RuleReadOnly, RuleOutside, RuleProtected, RulePolicyFile, RuleAuditLog, RuleDeviceNode,
-	RuleSymlinkRace, RuleMultiplyLinked, RulePolicyInvalid, RuleIoctl,
+	RuleSymlinkRace, RuleMultiplyLinked, RulePolicyInvalid, RuleIoctl, RuleOwnMount,
 }
 
 // reach says how far a mutation's effect extends, which decides how guarded paths

@@ -164,4 +164,4 @@ func defaultPolicyPath() (string, error) {
 // rulesList is fusefence.Rules, laid out for the help text (a test keeps them equal).
 const rulesList = `read-only, outside-writable-roots, protected,
                   policy-file, audit-log, device-node, symlink-race,
-                  multiply-linked, policy-invalid, ioctl`
+                  multiply-linked, policy-invalid, ioctl, own-mount`

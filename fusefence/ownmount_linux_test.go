@@ -1,0 +1,190 @@
+package fusefence
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/toh-sandbox/toh/policy"
+)
+
+// within runs op with a deadline: a request the daemon sends to its own mount can
+// wait forever on a directory lock the kernel holds for the request being served.
+// On a timeout the connection is aborted (as root), so the test ends and unmounts.
+func (e *env) within(what string, op func() error) error {
+	e.t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- op() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(10 * time.Second):
+		e.t.Errorf("%s: no answer in 10 s: the daemon waits on its own mount", what)
+		e.abort()
+		return <-done
+	}
+}
+
+// abort aborts the mount's FUSE connection through fusectl, which fails every
+// request waiting on it.
+func (e *env) abort() {
+	var st unix.Stat_t
+	if err := unix.Stat(e.base, &st); err != nil || os.Geteuid() != 0 {
+		return
+	}
+	var mst unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, e.mnt, unix.AT_STATX_DONT_SYNC, 0, &mst); err != nil {
+		return
+	}
+	dir := "/sys/fs/fuse/connections"
+	if _, err := os.Stat(dir + "/" + fmt.Sprint(mst.Dev_minor)); err != nil {
+		_ = unix.Mount("fusectl", dir, "fusectl", 0, "")
+	}
+	_ = os.WriteFile(fmt.Sprintf("%s/%d/abort", dir, mst.Dev_minor), []byte("1"), 0)
+}
+
+// A symlink in SOURCE that leads back into the mount: following it, the daemon would
+// look names up in its own file system, from inside a request, and could wait for
+// a lock the kernel holds for that request (an open with O_CREAT holds its
+// directory). Such links are ELOOP through the mount, and a mutation whose target
+// comes to lead there is denied (own-mount); an escaping link elsewhere still shows
+// its target.
+func TestLinkIntoOwnMount(t *testing.T) {
+	e := newEnv(t, policy.WorkspaceWrite, "dir src/d/target", "file extra/flip-target old", "file src/d/target/g old")
+	links := map[string]string{
+		"d/loop":     e.m("d/target/f"), // a file through the mount
+		"d/dirloop":  e.m("d"),          // a directory through the mount
+		"d/rootlink": e.mnt,             // the mount's root
+		"d/chain":    e.s("d/loop"),     // a link to a link into the mount
+		"d/out":      e.outside + "/canary",
+	}
+	for name, target := range links {
+		if err := os.Symlink(target, e.s(name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// First, with nothing cached: the create holds d's lock in the mount while the
+	// daemon answers its LOOKUP of "loop", and following the link needs d again.
+	err := e.within("create through d/loop", func() error { return os.WriteFile(e.m("d/loop"), []byte("x"), 0o644) })
+	if !errors.Is(err, unix.ELOOP) {
+		t.Errorf("create through d/loop: %v, want ELOOP", err)
+	}
+	err = e.within("mkdir beneath d/dirloop", func() error { return os.Mkdir(e.m("d/dirloop/new"), 0o755) })
+	if !errors.Is(err, unix.ELOOP) {
+		t.Errorf("mkdir beneath d/dirloop: %v, want ELOOP", err)
+	}
+	for _, name := range []string{"d/loop", "d/dirloop", "d/rootlink", "d/chain"} {
+		err := e.within("stat "+name, func() error { _, err := os.Stat(e.m(name)); return err })
+		if !errors.Is(err, unix.ELOOP) {
+			t.Errorf("stat %s: %v, want ELOOP", name, err)
+		}
+	}
+	if _, err := os.Lstat(e.s("d/target/f")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("d/target/f exists on the host (%v): a write went through", err)
+	}
+	// The control: an escaping link elsewhere shows what it leads to.
+	if b, err := os.ReadFile(e.m("d/out")); err != nil || string(b) != "precious" {
+		t.Errorf("read d/out: %q, %v; want the canary's content", b, err)
+	}
+
+	// A link the mirror already shows as its target, turned to lead into the mount:
+	// the write's target is resolved again, and refused without a lookup inside.
+	flip := e.s("d/flip")
+	if err := os.Symlink(e.extra+"/flip-target", flip); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(e.m("d/flip"), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatalf("open d/flip while it leads to another writable root: %v", err)
+	}
+	f.Close()
+	if err := os.Remove(flip); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(e.m("d/target/g"), flip); err != nil {
+		t.Fatal(err)
+	}
+	e.records()
+	err = e.within("write through the turned d/flip", func() error {
+		f, err := os.OpenFile(e.m("d/flip"), os.O_WRONLY|os.O_TRUNC, 0)
+		if err == nil {
+			f.Close()
+		}
+		return err
+	})
+	switch {
+	case errors.Is(err, unix.EACCES):
+		recs := e.records()
+		if len(recs) != 1 || recs[0].Rule != RuleOwnMount || recs[0].Op != "open" || recs[0].Path != "d/flip" || recs[0].HostPath != flip {
+			t.Errorf("write through the turned d/flip: records %+v, want one own-mount denial", recs)
+		}
+	case errors.Is(err, unix.ELOOP), errors.Is(err, unix.ENOENT):
+		// The kernel looked the name up again (its entry had expired): refused there.
+	default:
+		t.Errorf("write through the turned d/flip: %v, want EACCES (own-mount) or ELOOP", err)
+	}
+	if b, _ := os.ReadFile(e.s("d/target/g")); string(b) != "old" {
+		t.Errorf("d/target/g is %q on the host: a write went through", b)
+	}
+	if b, _ := os.ReadFile(e.extra + "/flip-target"); string(b) != "old" {
+		t.Errorf("flip-target is %q: the write went to the old target", b)
+	}
+}
+
+// A mountpoint inside SOURCE, SOURCE inside the mountpoint, and a policy file or
+// audit log inside the mountpoint would all make the daemon a client of itself.
+func TestMountRefusesItself(t *testing.T) {
+	base := t.TempDir()
+	for _, d := range []string{"src/inner", "mnt/src", "mnt/cfg", "cfg", "plain"} {
+		if err := os.MkdirAll(filepath.Join(base, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writePolicy := func(p string) *policy.Watcher {
+		t.Helper()
+		if err := policy.Update(p, func(f *policy.File) error {
+			f.Mode, f.WorkspaceRoot = policy.ReadOnly, base+"/src"
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		w, err := policy.NewWatcher(p, policy.Request{Cwd: base}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	good := writePolicy(base + "/cfg/policy.json")
+	inMount := writePolicy(base + "/mnt/cfg/policy.json")
+	audit, err := OpenAudit(base + "/mnt/cfg/audit.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer audit.Close()
+	for _, tc := range []struct {
+		name       string
+		cfg        Config
+		wantInText string
+	}{
+		{"mountpoint inside source", Config{Source: base + "/src", Mountpoint: base + "/src/inner", Policy: good}, "inside source"},
+		{"source inside mountpoint", Config{Source: base + "/mnt/src", Mountpoint: base + "/mnt", Policy: good}, "inside mountpoint"},
+		{"policy inside mountpoint", Config{Source: base + "/src", Mountpoint: base + "/mnt", Policy: inMount}, "policy file"},
+		{"audit inside mountpoint", Config{Source: base + "/src", Mountpoint: base + "/mnt", Policy: good, Audit: audit}, "audit log"},
+	} {
+		m, err := Mount(tc.cfg)
+		if err == nil {
+			m.Unmount()
+			t.Errorf("%s: mounted", tc.name)
+			continue
+		}
+		if !strings.Contains(err.Error(), tc.wantInText) {
+			t.Errorf("%s: %v, want a message naming %q", tc.name, err, tc.wantInText)
+		}
+	}
+}
