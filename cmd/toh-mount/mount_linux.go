@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -78,7 +79,10 @@ func runMount(o mountOptions, stderr io.Writer) int {
 	}
 
 	var audit *fusefence.AuditLog
+	auditIsNew := false
 	if o.audit != "" {
+		_, statErr := os.Lstat(o.audit)
+		auditIsNew = errors.Is(statErr, os.ErrNotExist)
 		if audit, err = fusefence.OpenAudit(o.audit); err != nil {
 			logf("%v", err)
 			return exitFailure
@@ -114,6 +118,11 @@ func runMount(o mountOptions, stderr io.Writer) int {
 	if err != nil {
 		logf("%v", err)
 		closeAudit()
+		// Nothing left behind by a run that never mounted: an audit log it created
+		// and never wrote goes again.
+		if fi, statErr := os.Lstat(o.audit); auditIsNew && statErr == nil && fi.Mode().IsRegular() && fi.Size() == 0 {
+			os.Remove(o.audit)
+		}
 		return exitFailure
 	}
 

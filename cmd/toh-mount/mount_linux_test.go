@@ -314,6 +314,39 @@ func TestMalformedPolicyRefusesToStart(t *testing.T) {
 	}
 }
 
+// TestRefusesToServeItself: a mountpoint inside SOURCE, or an audit log inside the
+// mountpoint, would make the daemon a client of its own mount; toh-mount refuses
+// before mounting, says why, and leaves no audit log behind that it created.
+func TestRefusesToServeItself(t *testing.T) {
+	tr := newTree(t, policy.ReadOnly)
+	if err := os.Mkdir(tr.src+"/inner", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, mnt, audit, want string
+	}{
+		{"mountpoint inside source", tr.src + "/inner", tr.audit, "inside source"},
+		{"audit log inside mountpoint", tr.mnt, tr.mnt + "/audit.jsonl", "audit log"},
+	} {
+		cmd := exec.Command(binary, "--policy", tr.policy, "--audit", tc.audit, tr.src, tc.mnt)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		if cmd.ProcessState.ExitCode() != exitFailure || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("%s: %v, stderr %q; want exit %d naming %q", tc.name, err, stderr.String(), exitFailure, tc.want)
+		}
+		if mountCount(tc.mnt) != 0 {
+			t.Errorf("%s: mounted", tc.name)
+		}
+	}
+	if _, err := os.Lstat(tr.mnt + "/audit.jsonl"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the refused run left its audit log in the mountpoint (%v)", err)
+	}
+	// The control: the same tree with the audit log outside mounts (startDaemon
+	// fails the test otherwise).
+	startDaemon(t, tr.base, tr.mnt, tr.args()...)
+}
+
 // TestWithoutDevFuseAccess runs toh-mount as an unprivileged user who cannot open
 // /dev/fuse (0600 root here, as on this machine): it must exit 4 and say what to fix.
 func TestWithoutDevFuseAccess(t *testing.T) {
