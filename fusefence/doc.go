@@ -48,12 +48,16 @@
 // every later request in that directory behind them. So host paths are
 // canonicalized without any lookup on the mount's own device
 // (canon.CanonicalAvoiding), which also bounds the recursion of a link to the
-// mount's root. For the same reason Mount refuses a MOUNTPOINT inside SOURCE or
-// containing it, and a policy file or audit log inside MOUNTPOINT. Left open: a
-// host path already resolved to a link's target when the link is turned into the
-// mount between the lookup and a read through that node (open, opendir, getxattr,
-// statfs follow the host path as it is then) can still wait like that; a mutation
-// cannot, since it is resolved again. A fence served through Config.DevFD does
+// mount's root. A lookup reaches the name's directory by a walk that follows no
+// symlink, and canonicalizes it the same way when a link is on the way, so a link
+// turned into the mount after the kernel cached it (a directory link turned to
+// lead through the mount to itself, then a create beneath it) is refused too. For
+// the same reason Mount refuses a MOUNTPOINT inside SOURCE or containing it, and a
+// policy file or audit log inside MOUNTPOINT. Left open: reads through a node whose
+// link was turned after its lookup (open, opendir, getattr of what lies beneath,
+// getxattr, statfs follow the host path as it is then) can walk into the mount;
+// the kernel sends those without holding a directory for them, so they recurse
+// rather than wait, but this is argued, not tested. A fence served through Config.DevFD does
 // not know its device and does none of this; toh-exec --fence mounts in the
 // run's own mount namespace, which the daemon's host paths never enter.
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"path"
 	"slices"
 	"strings"
 	"sync"
@@ -108,9 +109,29 @@ func (n *node) hasAncestor(ino uint64) bool {
 // length), or, when it has none, what the link leads to. A link shown as its
 // target that leads nowhere is not shown at all (ENOENT); creating at its name
 // goes through the fence and lands where it points, if allowed.
+//
+// The name's directory is reached by a walk from "/" that follows no symlink; when
+// there is one on the way (the directory is a link shown as what it leads to), the
+// directory is canonicalized without looking anything up inside this mount, since
+// the kernel may hold the very directory a walk through such a link would need
+// (see throughLink).
 func (f *fence) present(rel string) (st unix.Stat_t, gen uint64, errno syscall.Errno) {
 	host := f.host(rel)
-	gen, err := statx(host, unix.AT_SYMLINK_NOFOLLOW, &st)
+	var err error
+	dir := parentRel(rel)
+	if rel == "" {
+		gen, err = statx(host, unix.AT_SYMLINK_NOFOLLOW, &st) // SOURCE, canonical
+	} else if fd, ok := f.openCanonicalDir(f.host(dir)); ok {
+		gen, err = statxAt(fd, path.Base(host), unix.AT_SYMLINK_NOFOLLOW, &st)
+		unix.Close(fd)
+	} else {
+		hostDir, errno := f.throughLink(f.host(dir))
+		if errno != 0 {
+			return st, 0, errno
+		}
+		host = path.Join(hostDir, path.Base(host))
+		gen, err = statx(host, unix.AT_SYMLINK_NOFOLLOW, &st)
+	}
 	if err != nil {
 		return st, 0, toErrno(err)
 	}

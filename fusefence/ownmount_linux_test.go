@@ -135,6 +135,30 @@ func TestLinkIntoOwnMount(t *testing.T) {
 	if b, _ := os.ReadFile(e.extra + "/flip-target"); string(b) != "old" {
 		t.Errorf("flip-target is %q: the write went to the old target", b)
 	}
+
+	// A link the mirror shows as a directory, turned to lead through the mount to
+	// itself: a create beneath it holds that very directory while the daemon looks
+	// the new name up, through the link.
+	esc := e.s("esc")
+	if err := os.Symlink(e.outside, esc); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(e.m("esc")); err != nil || !fi.IsDir() {
+		t.Fatalf("esc, leading to a directory outside: %v, %v; want a directory", fi, err)
+	}
+	if err := os.Remove(esc); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(e.m("esc"), esc); err != nil {
+		t.Fatal(err)
+	}
+	err = e.within("create beneath the turned esc", func() error { return os.WriteFile(e.m("esc/new"), []byte("x"), 0o644) })
+	if err == nil {
+		t.Errorf("create beneath the turned esc succeeded")
+	}
+	if _, err := os.Lstat(e.outside + "/new"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("outside/new exists (%v): a write went through", err)
+	}
 }
 
 // A mountpoint inside SOURCE, SOURCE inside the mountpoint, and a policy file or
