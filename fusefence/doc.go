@@ -48,16 +48,22 @@
 // every later request in that directory behind them. So host paths are
 // canonicalized without any lookup on the mount's own device
 // (canon.CanonicalAvoiding), which also bounds the recursion of a link to the
-// mount's root. A lookup reaches the name's directory by a walk that follows no
-// symlink, and canonicalizes it the same way when a link is on the way, so a link
-// turned into the mount after the kernel cached it (a directory link turned to
-// lead through the mount to itself, then a create beneath it) is refused too. For
-// the same reason Mount refuses a MOUNTPOINT inside SOURCE or containing it, and a
-// policy file or audit log inside MOUNTPOINT. Left open: reads through a node whose
-// link was turned after its lookup (open, opendir, getattr of what lies beneath,
-// getxattr, statfs follow the host path as it is then) can walk into the mount;
-// the kernel sends those without holding a directory for them, so they recurse
-// rather than wait, but this is argued, not tested. A fence served through Config.DevFD does
+// mount's root. Every read by host path (lookup, getattr, open, opendir, readlink,
+// getxattr, listxattr, statfs) reaches the name's directory by an openat2 from "/"
+// that follows no symlink, and, when a link is on the way, canonicalizes that
+// directory the same way first; a symlink in the name itself is followed only to
+// its canonical target. So a link turned into the mount after the kernel cached
+// it is refused too: a directory link turned to lead through the mount to itself,
+// then a create beneath it, would otherwise wait forever, and a read through a
+// turned link would recurse, the daemon opening its own node, which opens through
+// the same link, one blocked thread per round (6,000 threads before the kernel's
+// ELOOP, measured). For the same reason Mount refuses a MOUNTPOINT inside SOURCE
+// or containing it, and a policy file or audit log inside MOUNTPOINT. Left open:
+// a component of a canonical path replaced by such a link between its
+// canonicalization and the call that walks it takes the call one level into the
+// mount, where the next request is checked again; writable roots or protect
+// entries below MOUNTPOINT, canonicalized when a changed policy is loaded inside a
+// request, are not checked. A fence served through Config.DevFD does
 // not know its device and does none of this; toh-exec --fence mounts in the
 // run's own mount namespace, which the daemon's host paths never enter.
 //

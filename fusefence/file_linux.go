@@ -63,9 +63,9 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		}
 		return n.writeHandle(ctx, h, flags, false)
 	}
-	fd, err := unix.Open(n.f.host(n.rel()), hostFlags(flags), 0)
-	if err != nil {
-		return nil, 0, toErrno(err)
+	fd, errno := n.f.openRead(n.rel(), hostFlags(flags))
+	if errno != 0 {
+		return nil, 0, errno
 	}
 	h, fl := n.readHandle(ctx, fd)
 	return h, fl, 0

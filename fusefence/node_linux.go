@@ -116,35 +116,153 @@ func (n *node) hasAncestor(ino uint64) bool {
 // the kernel may hold the very directory a walk through such a link would need
 // (see throughLink).
 func (f *fence) present(rel string) (st unix.Stat_t, gen uint64, errno syscall.Errno) {
-	host := f.host(rel)
-	var err error
-	dir := parentRel(rel)
 	if rel == "" {
-		gen, err = statx(host, unix.AT_SYMLINK_NOFOLLOW, &st) // SOURCE, canonical
-	} else if fd, ok := f.openCanonicalDir(f.host(dir)); ok {
-		gen, err = statxAt(fd, path.Base(host), unix.AT_SYMLINK_NOFOLLOW, &st)
-		unix.Close(fd)
-	} else {
-		hostDir, errno := f.throughLink(f.host(dir))
-		if errno != 0 {
-			return st, 0, errno
-		}
-		host = path.Join(hostDir, path.Base(host))
-		gen, err = statx(host, unix.AT_SYMLINK_NOFOLLOW, &st)
+		gen, err := statx(f.host(rel), unix.AT_SYMLINK_NOFOLLOW, &st) // SOURCE, canonical
+		return st, gen, toErrno(err)
 	}
+	p, errno := f.hostParent(rel)
+	if errno != 0 {
+		return st, 0, errno
+	}
+	defer p.close()
+	gen, err := p.statx(&st)
 	if err != nil {
 		return st, 0, toErrno(err)
 	}
 	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
 		if text, ok := f.linkText(rel, &st); ok {
 			st.Size = int64(len(text))
-		} else if target, errno := f.throughLink(host); errno != 0 {
+		} else if target, errno := f.throughLink(p.join()); errno != 0 {
 			return st, 0, errno
 		} else if gen, err = statx(target, 0, &st); err != nil {
 			return st, 0, syscall.ENOENT
 		}
 	}
 	return st, gen, 0
+}
+
+// hostParentDir is the host directory of a name the mirror shows, opened so that
+// operations on the name never walk through this mount (see hostParent).
+type hostParentDir struct {
+	fd   int    // O_PATH directory, or -1 without openat2 (then path is used)
+	path string // its canonical host path
+	base string // the name
+}
+
+// hostParent opens the host directory holding rel's last name (rel != ""). A
+// read by host path would follow every symlink on the way, and one that leads
+// into this mount makes the daemon a client of itself: a lookup under a directory
+// the kernel holds locked waits forever, an open or stat recurses, one blocked
+// thread per round. So the directory is opened by an openat2 from "/" that
+// follows no symlink; when one is on the way (a directory shown as what a link
+// leads to), the directory is canonicalized without lookups inside the mount
+// (ELOOP when it leads there) and that spelling is opened the same way.
+func (f *fence) hostParent(rel string) (hostParentDir, syscall.Errno) {
+	hostDir := f.host(parentRel(rel))
+	base := rel[strings.LastIndexByte(rel, '/')+1:]
+	if fd, ok := f.openCanonicalDir(hostDir); ok {
+		return hostParentDir{fd: fd, path: hostDir, base: base}, 0
+	}
+	c, errno := f.throughLink(hostDir)
+	if errno != 0 {
+		return hostParentDir{}, errno
+	}
+	if fd, ok := f.openCanonicalDir(c); ok {
+		return hostParentDir{fd: fd, path: c, base: base}, 0
+	}
+	// No openat2, the directory is missing, or it changed again since it was
+	// canonicalized: calls by the canonical path fail, or follow a new link one
+	// level deep, where the next request is checked again.
+	return hostParentDir{fd: -1, path: c, base: base}, 0
+}
+
+func (p hostParentDir) close() {
+	if p.fd >= 0 {
+		unix.Close(p.fd)
+	}
+}
+
+// join is the name's host path through the canonical directory.
+func (p hostParentDir) join() string { return path.Join(p.path, p.base) }
+
+// statx is lstat of the name.
+func (p hostParentDir) statx(st *unix.Stat_t) (uint64, error) {
+	if p.fd >= 0 {
+		return statxAt(p.fd, p.base, unix.AT_SYMLINK_NOFOLLOW, st)
+	}
+	return statx(p.join(), unix.AT_SYMLINK_NOFOLLOW, st)
+}
+
+// open opens the name itself, never following it.
+func (p hostParentDir) open(flags int) (int, error) {
+	if p.fd >= 0 {
+		return unix.Openat(p.fd, p.base, flags|unix.O_NOFOLLOW, 0)
+	}
+	return unix.Open(p.join(), flags|unix.O_NOFOLLOW, 0)
+}
+
+// openRead opens the host entry at rel for a read (flags without O_CREAT): the
+// entry itself, or, when it is a symlink the mirror shows as what it leads to,
+// that target, never one inside this mount (see hostParent).
+func (f *fence) openRead(rel string, flags int) (int, syscall.Errno) {
+	if rel == "" {
+		fd, err := unix.Open(f.host(rel), flags, 0)
+		return fd, toErrno(err)
+	}
+	p, errno := f.hostParent(rel)
+	if errno != 0 {
+		return -1, errno
+	}
+	defer p.close()
+	fd, err := p.open(flags)
+	var st unix.Stat_t
+	// A symlink under O_NOFOLLOW is ELOOP, or ENOTDIR with O_DIRECTORY.
+	if (err == unix.ELOOP || err == unix.ENOTDIR) && isLink(p, &st) {
+		target, errno := f.throughLink(p.join())
+		if errno != 0 {
+			return -1, errno
+		}
+		fd, err = unix.Open(target, flags|unix.O_NOFOLLOW, 0)
+	}
+	if err != nil {
+		return -1, toErrno(err)
+	}
+	return fd, 0
+}
+
+func isLink(p hostParentDir, st *unix.Stat_t) bool {
+	_, err := p.statx(st)
+	return err == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK
+}
+
+// statFollow is stat(2) of rel's host entry as a read sees it: a symlink there is
+// followed to its canonical target, never into this mount (see hostParent).
+func (f *fence) statFollow(rel string, st *unix.Stat_t) syscall.Errno {
+	target, errno := f.readTarget(rel)
+	if errno != 0 {
+		return errno
+	}
+	return toErrno(unix.Stat(target, st))
+}
+
+// readTarget is the host path a path-based read of rel (stat, xattrs, statfs)
+// acts on: the name through its canonical directory, or the canonical target of
+// the symlink there. Both are canonical, so the call's own walk follows no link
+// unless the tree changes under it, and then one level deep only.
+func (f *fence) readTarget(rel string) (string, syscall.Errno) {
+	if rel == "" {
+		return f.host(rel), 0
+	}
+	p, errno := f.hostParent(rel)
+	if errno != 0 {
+		return "", errno
+	}
+	defer p.close()
+	var st unix.Stat_t
+	if isLink(p, &st) {
+		return f.throughLink(p.join())
+	}
+	return p.join(), 0
 }
 
 // throughLink is what the host symlink at host leads to, canonical, found without
@@ -187,7 +305,18 @@ func (f *fence) linkText(rel string, st *unix.Stat_t) (string, bool) {
 			return "", false
 		}
 	}
-	text, err := readlink(f.host(rel))
+	// Read through a directory reached without symlinks: the check above may be
+	// stale by now.
+	var text string
+	var err error
+	if fd, ok := f.openCanonicalDir(f.host(dir)); ok {
+		text, err = readlinkAt(fd, rel[strings.LastIndexByte(rel, '/')+1:])
+		unix.Close(fd)
+	} else if noOpenat2.Load() {
+		text, err = readlink(f.host(rel))
+	} else {
+		return "", false
+	}
 	if err != nil {
 		return "", false
 	}
@@ -253,6 +382,19 @@ func relativeLink(dir, to string) string {
 	return strings.Join(parts, "/")
 }
 
+func readlinkAt(dirFd int, name string) (string, error) {
+	for size := 256; ; size *= 2 {
+		buf := make([]byte, size)
+		n, err := unix.Readlinkat(dirFd, name, buf)
+		if err != nil {
+			return "", err
+		}
+		if n < size {
+			return string(buf[:n]), nil
+		}
+	}
+}
+
 func readlink(path string) (string, error) {
 	for size := 256; ; size *= 2 {
 		buf := make([]byte, size)
@@ -273,16 +415,22 @@ func (n *node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 		return h.getattr(out)
 	}
 	var st unix.Stat_t
-	host := n.f.host(n.rel())
-	err := unix.Lstat(host, &st)
+	rel := n.rel()
+	var err error
+	if rel == "" {
+		err = unix.Lstat(n.f.host(rel), &st)
+	} else if p, errno := n.f.hostParent(rel); errno != 0 {
+		return errno
+	} else {
+		_, err = p.statx(&st)
+		p.close()
+	}
 	if err == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
 		if !n.isSymlink() {
 			// An escaping symlink shown as its target.
-			target, errno := n.f.throughLink(host)
-			if errno != 0 {
+			if errno := n.f.statFollow(rel, &st); errno != 0 {
 				return errno
 			}
-			err = unix.Stat(target, &st)
 		} else if text, ok := n.f.linkText(n.rel(), &st); ok {
 			st.Size = int64(len(text))
 		}
@@ -406,9 +554,9 @@ var _ = (fs.NodeReaddirer)((*node)(nil))
 // is how READDIR arrives without OPENDIR (see noopendir).
 func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	rel := n.rel()
-	fd, err := unix.Open(n.f.host(rel), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, toErrno(err)
+	fd, errno := n.f.openRead(rel, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC)
+	if errno != 0 {
+		return nil, errno
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
@@ -483,8 +631,10 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 	var err error
 	if n.isSymlink() {
 		sz, err = unix.Lgetxattr(n.f.host(n.rel()), attr, dest)
+	} else if target, errno := n.f.readTarget(n.rel()); errno != 0 {
+		return 0, errno
 	} else {
-		sz, err = unix.Getxattr(n.f.host(n.rel()), attr, dest)
+		sz, err = unix.Getxattr(target, attr, dest)
 	}
 	return uint32(max(sz, 0)), toErrno(err)
 }
@@ -496,8 +646,10 @@ func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errn
 	var err error
 	if n.isSymlink() {
 		sz, err = unix.Llistxattr(n.f.host(n.rel()), dest)
+	} else if target, errno := n.f.readTarget(n.rel()); errno != 0 {
+		return 0, errno
 	} else {
-		sz, err = unix.Listxattr(n.f.host(n.rel()), dest)
+		sz, err = unix.Listxattr(target, dest)
 	}
 	return uint32(max(sz, 0)), toErrno(err)
 }
@@ -505,8 +657,12 @@ func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errn
 var _ = (fs.NodeStatfser)((*node)(nil))
 
 func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
+	target, errno := n.f.readTarget(n.rel())
+	if errno != 0 {
+		return errno
+	}
 	var st syscall.Statfs_t
-	if err := syscall.Statfs(n.f.host(n.rel()), &st); err != nil {
+	if err := syscall.Statfs(target, &st); err != nil {
 		return toErrno(err)
 	}
 	out.FromStatfsT(&st)
@@ -520,9 +676,9 @@ func (n *node) Fsync(ctx context.Context, fh fs.FileHandle, flags uint32) syscal
 	if h, ok := fh.(*handle); ok {
 		return h.fsync(flags)
 	}
-	fd, err := unix.Open(n.f.host(n.rel()), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return toErrno(err)
+	fd, errno := n.f.openRead(n.rel(), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC)
+	if errno != 0 {
+		return errno
 	}
 	defer unix.Close(fd)
 	return toErrno(unix.Fsync(fd))

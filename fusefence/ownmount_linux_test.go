@@ -159,6 +159,53 @@ func TestLinkIntoOwnMount(t *testing.T) {
 	if _, err := os.Lstat(e.outside + "/new"); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("outside/new exists (%v): a write went through", err)
 	}
+
+	// Reads through links turned the same way, on nodes the kernel already has: the
+	// daemon's open of the host path would open its own node, whose open follows
+	// the link again, a blocked thread per round.
+	rd, rdir := e.s("rd"), e.s("rdir")
+	if err := os.Symlink(e.outside+"/canary", rd); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(e.outside, rdir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.ReadFile(e.m("rd")); err != nil {
+		t.Fatalf("read rd while it leads outside: %v", err)
+	}
+	if _, err := os.ReadDir(e.m("rdir")); err != nil {
+		t.Fatalf("list rdir while it leads outside: %v", err)
+	}
+	for _, l := range []struct{ host, mnt string }{{rd, e.m("rd")}, {rdir, e.m("rdir")}} {
+		if err := os.Remove(l.host); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(l.mnt, l.host); err != nil {
+			t.Fatal(err)
+		}
+	}
+	threads := func() int { ents, _ := os.ReadDir("/proc/self/task"); return len(ents) }
+	before := threads()
+	err = e.within("read the turned rd", func() error { _, err := os.ReadFile(e.m("rd")); return err })
+	if err == nil {
+		t.Errorf("read the turned rd: no error")
+	}
+	// The kernel may list rdir from its cache of the listing; what matters is
+	// that the daemon does not follow the link into itself.
+	_ = e.within("list the turned rdir", func() error { _, err := os.ReadDir(e.m("rdir")); return err })
+	for _, op := range []struct {
+		what string
+		f    func() error
+	}{
+		{"statfs rd", func() error { var st unix.Statfs_t; return unix.Statfs(e.m("rd"), &st) }},
+		{"getxattr rd", func() error { _, err := unix.Getxattr(e.m("rd"), "user.x", make([]byte, 64)); return err }},
+		{"listxattr rd", func() error { _, err := unix.Listxattr(e.m("rd"), make([]byte, 64)); return err }},
+	} {
+		_ = e.within(op.what, op.f)
+	}
+	if after := threads(); after > before+50 {
+		t.Errorf("the reads through turned links took the process from %d to %d threads: the daemon followed them into itself", before, after)
+	}
 }
 
 // A mountpoint inside SOURCE, SOURCE inside the mountpoint, and a policy file or
