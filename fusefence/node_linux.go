@@ -299,23 +299,20 @@ func (f *fence) linkText(rel string, st *unix.Stat_t) (string, bool) {
 	if st.Nlink != 1 {
 		return "", false
 	}
+	// The link is read through its directory reached without symlinks, which is
+	// also the check that the directory is canonical.
 	dir := parentRel(rel)
-	if dir != "" {
-		if c, ok := f.canon(f.host(dir)); !ok || c != f.host(dir) {
-			return "", false
-		}
-	}
-	// Read through a directory reached without symlinks: the check above may be
-	// stale by now.
 	var text string
 	var err error
 	if fd, ok := f.openCanonicalDir(f.host(dir)); ok {
 		text, err = readlinkAt(fd, rel[strings.LastIndexByte(rel, '/')+1:])
 		unix.Close(fd)
-	} else if noOpenat2.Load() {
-		text, err = readlink(f.host(rel))
-	} else {
+	} else if !noOpenat2.Load() {
 		return "", false
+	} else if c, ok := f.canon(f.host(dir)); !ok || c != f.host(dir) {
+		return "", false
+	} else {
+		text, err = readlinkAt(unix.AT_FDCWD, f.host(rel))
 	}
 	if err != nil {
 		return "", false
@@ -386,19 +383,6 @@ func readlinkAt(dirFd int, name string) (string, error) {
 	for size := 256; ; size *= 2 {
 		buf := make([]byte, size)
 		n, err := unix.Readlinkat(dirFd, name, buf)
-		if err != nil {
-			return "", err
-		}
-		if n < size {
-			return string(buf[:n]), nil
-		}
-	}
-}
-
-func readlink(path string) (string, error) {
-	for size := 256; ; size *= 2 {
-		buf := make([]byte, size)
-		n, err := unix.Readlink(path, buf)
 		if err != nil {
 			return "", err
 		}
