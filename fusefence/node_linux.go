@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 
@@ -25,6 +26,10 @@ type node struct {
 	fs.Inode
 	f  *fence
 	io nodeIO
+	// listing is a listing of this directory in progress: READDIRPLUS looks each
+	// entry up right after listing it, and those lookups stat the name relative to
+	// the listing's own descriptor instead of opening the directory again.
+	listing atomic.Pointer[hostDir]
 }
 
 // rel is the node's mount-relative path ("" for the root), found by walking its
@@ -72,7 +77,7 @@ func (n *node) isSymlink() bool { return n.StableAttr().Mode == unix.S_IFLNK }
 var _ = (fs.NodeLookuper)((*node)(nil))
 
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	st, gen, errno := n.f.present(childRel(n.rel(), name))
+	st, gen, errno := n.presentChild(name)
 	if errno != 0 {
 		return nil, errno
 	}
@@ -139,6 +144,17 @@ func (f *fence) present(rel string) (st unix.Stat_t, gen uint64, errno syscall.E
 		}
 	}
 	return st, gen, 0
+}
+
+// presentChild is present for the child name of n, through n's listing in
+// progress when there is one and the name is no symlink.
+func (n *node) presentChild(name string) (st unix.Stat_t, gen uint64, errno syscall.Errno) {
+	if h := n.listing.Load(); h != nil {
+		if gen, ok := h.lstat(name, &st); ok && st.Mode&unix.S_IFMT != unix.S_IFLNK {
+			return st, gen, 0
+		}
+	}
+	return n.f.present(childRel(n.rel(), name))
 }
 
 // hostParentDir is the host directory of a name the mirror shows, opened so that
@@ -552,7 +568,9 @@ func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 		unix.Close(fd)
 		return nil, errno
 	}
-	return &hostDir{f: n.f, rel: rel, dev: uint64(st.Dev), ds: ds}, 0
+	h := &hostDir{f: n.f, n: n, rel: rel, dev: uint64(st.Dev), ds: ds, fd: fd}
+	n.listing.Store(h)
+	return h, 0
 }
 
 // hostDir is the listing of the host directory rel as the mirror shows it: an
@@ -561,11 +579,29 @@ func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 // device as Lookup's are (see fence.stable).
 type hostDir struct {
 	f    *fence
+	n    *node
 	rel  string
 	dev  uint64
 	ds   fs.DirStream // go-fuse's loopback stream of the host directory
 	next *fuse.DirEntry
 	err  syscall.Errno // the host listing's error, reported by Next
+
+	// fd is ds's descriptor, opened as openRead opens (no symlink on the way);
+	// closed, under mu, once ds is.
+	mu     sync.RWMutex
+	fd     int
+	closed bool
+}
+
+// lstat stats name in the listed directory; false once the listing is closed.
+func (h *hostDir) lstat(name string, st *unix.Stat_t) (uint64, bool) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if h.closed {
+		return 0, false
+	}
+	gen, err := statxAt(h.fd, name, unix.AT_SYMLINK_NOFOLLOW, st)
+	return gen, err == nil
 }
 
 var _ = (fs.DirStream)((*hostDir)(nil))
@@ -606,7 +642,13 @@ func (h *hostDir) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 	return h.ds.(fs.FileSeekdirer).Seekdir(ctx, off)
 }
 
-func (h *hostDir) Close() { h.ds.Close() }
+func (h *hostDir) Close() {
+	h.n.listing.CompareAndSwap(h, nil)
+	h.mu.Lock()
+	h.closed = true
+	h.ds.Close()
+	h.mu.Unlock()
+}
 
 var _ = (fs.NodeGetxattrer)((*node)(nil))
 
