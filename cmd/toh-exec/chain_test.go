@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,6 +34,7 @@ func TestProbeVerdictIsCachedAcrossInvocations(t *testing.T) {
 	s := newScratch(t)
 	bw, log := loggingBwrap(t, s.beside, real)
 	cache := filepath.Join(s.beside, "cache", "probe.json")
+	var last string // the last run's stderr and probe cache, for failure messages
 	run := func(extra ...string) {
 		t.Helper()
 		os.Remove(log)
@@ -41,21 +43,23 @@ func TestProbeVerdictIsCachedAcrossInvocations(t *testing.T) {
 		if r.code != 0 || r.stdout != "ran\n" {
 			t.Fatalf("run: %d %q %q", r.code, r.stdout, r.stderr)
 		}
+		b, _ := os.ReadFile(cache)
+		last = fmt.Sprintf("stderr %q, probe cache %s", r.stderr, b)
 	}
 	run()
 	if got := invocations(t, log); len(got) != 2 || got[0] != "true" || got[1] != "ran" {
-		t.Fatalf("cold run: bwrap invocations %q, want the probe then the command", got)
+		t.Fatalf("cold run: bwrap invocations %q, want the probe then the command; %s", got, last)
 	}
 	if _, err := os.Stat(cache); err != nil {
 		t.Fatalf("no cache written: %v", err)
 	}
 	run()
 	if got := invocations(t, log); len(got) != 1 || got[0] != "ran" {
-		t.Fatalf("warm run: bwrap invocations %q, want the command alone (no probe on the hot path)", got)
+		t.Fatalf("warm run: bwrap invocations %q, want the command alone (no probe on the hot path); %s", got, last)
 	}
 	run("--refresh-probe")
 	if got := invocations(t, log); len(got) != 2 {
-		t.Fatalf("--refresh-probe: invocations %q, want a probe", got)
+		t.Fatalf("--refresh-probe: invocations %q, want a probe; %s", got, last)
 	}
 	// A changed runner binary invalidates the verdict.
 	later := time.Now().Add(time.Minute)
@@ -64,7 +68,7 @@ func TestProbeVerdictIsCachedAcrossInvocations(t *testing.T) {
 	}
 	run()
 	if got := invocations(t, log); len(got) != 2 {
-		t.Fatalf("after the runner changed: invocations %q, want a probe", got)
+		t.Fatalf("after the runner changed: invocations %q, want a probe; %s", got, last)
 	}
 	// --runner makes bwrap the sole candidate: no probe, no cache.
 	os.Remove(cache)
