@@ -135,7 +135,7 @@ func (f *fence) present(rel string) (st unix.Stat_t, gen uint64, errno syscall.E
 		return st, 0, toErrno(err)
 	}
 	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
-		if text, ok := f.linkText(rel, &st); ok {
+		if text, ok := f.linkText(p, rel, &st); ok {
 			st.Size = int64(len(text))
 		} else if target, errno := f.throughLink(p.join()); errno != 0 {
 			return st, 0, errno
@@ -207,6 +207,14 @@ func (p hostParentDir) statx(st *unix.Stat_t) (uint64, error) {
 		return statxAt(p.fd, p.base, unix.AT_SYMLINK_NOFOLLOW, st)
 	}
 	return statx(p.join(), unix.AT_SYMLINK_NOFOLLOW, st)
+}
+
+// readlink reads the name, a symlink.
+func (p hostParentDir) readlink() (string, error) {
+	if p.fd >= 0 {
+		return readlinkAt(p.fd, p.base)
+	}
+	return readlinkAt(unix.AT_FDCWD, p.join())
 }
 
 // open opens the name itself, never following it.
@@ -311,25 +319,14 @@ func (f *fence) throughLink(host string) (string, syscall.Errno) {
 //
 // Every shown link only ever climbs to a real ancestor and then descends, so no
 // chain of them can leave the mount.
-func (f *fence) linkText(rel string, st *unix.Stat_t) (string, bool) {
-	if st.Nlink != 1 {
-		return "", false
-	}
-	// The link is read through its directory reached without symlinks, which is
-	// also the check that the directory is canonical.
+func (f *fence) linkText(p hostParentDir, rel string, st *unix.Stat_t) (string, bool) {
 	dir := parentRel(rel)
-	var text string
-	var err error
-	if fd, ok := f.openCanonicalDir(f.host(dir)); ok {
-		text, err = readlinkAt(fd, rel[strings.LastIndexByte(rel, '/')+1:])
-		unix.Close(fd)
-	} else if !noOpenat2.Load() {
+	// p is rel's directory (hostParent); it was reached without symlinks exactly
+	// when its canonical spelling is still the mirror's.
+	if st.Nlink != 1 || p.path != f.host(dir) {
 		return "", false
-	} else if c, ok := f.canon(f.host(dir)); !ok || c != f.host(dir) {
-		return "", false
-	} else {
-		text, err = readlinkAt(unix.AT_FDCWD, f.host(rel))
 	}
+	text, err := p.readlink()
 	if err != nil {
 		return "", false
 	}
@@ -416,27 +413,34 @@ func (n *node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 	}
 	var st unix.Stat_t
 	rel := n.rel()
-	var err error
 	if rel == "" {
-		err = unix.Lstat(n.f.host(rel), &st)
-	} else if p, errno := n.f.hostParent(rel); errno != 0 {
-		return errno
-	} else {
-		_, err = p.statx(&st)
-		p.close()
+		if err := unix.Lstat(n.f.host(rel), &st); err != nil { // SOURCE, canonical
+			return toErrno(err)
+		}
+		out.FromStat(sysStat(&st))
+		return 0
 	}
-	if err == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+	p, errno := n.f.hostParent(rel)
+	if errno != 0 {
+		return errno
+	}
+	defer p.close()
+	if _, err := p.statx(&st); err != nil {
+		return toErrno(err)
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
 		if !n.isSymlink() {
 			// An escaping symlink shown as its target.
-			if errno := n.f.statFollow(rel, &st); errno != 0 {
+			target, errno := n.f.throughLink(p.join())
+			if errno != 0 {
 				return errno
 			}
-		} else if text, ok := n.f.linkText(n.rel(), &st); ok {
+			if err := unix.Stat(target, &st); err != nil {
+				return toErrno(err)
+			}
+		} else if text, ok := n.f.linkText(p, rel, &st); ok {
 			st.Size = int64(len(text))
 		}
-	}
-	if err != nil {
-		return toErrno(err)
 	}
 	out.FromStat(sysStat(&st))
 	return 0
@@ -450,14 +454,22 @@ var _ = (fs.NodeReadlinker)((*node)(nil))
 // up again (at most the entry timeout) and gets it shown as its target.
 func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 	rel := n.rel()
+	if rel == "" {
+		return nil, syscall.EIO // the root is SOURCE, a directory
+	}
+	p, errno := n.f.hostParent(rel)
+	if errno != 0 {
+		return nil, errno
+	}
+	defer p.close()
 	var st unix.Stat_t
-	if err := unix.Lstat(n.f.host(rel), &st); err != nil {
+	if _, err := p.statx(&st); err != nil {
 		return nil, toErrno(err)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFLNK {
 		return nil, syscall.EIO
 	}
-	text, ok := n.f.linkText(rel, &st)
+	text, ok := n.f.linkText(p, rel, &st)
 	if !ok {
 		return nil, syscall.EIO
 	}
