@@ -40,6 +40,12 @@
 //     absolute with os.Getwd; if that fails the cleaned relative spelling is returned.
 //     Neither is absolute, and non-absolute paths are contained in nothing.
 //
+// A process that serves a FUSE mirror of one tree at another place registers it
+// ([ServeMirror]); from then on its Canonical looks every name below the mountpoint
+// up below the mirrored tree instead, so it never sends a lookup to itself (see
+// [Mirror]). [CanonicalAvoiding] instead reports a path that leads into a given file
+// system.
+//
 // # Writable roots and containment
 //
 // [WritableRoots] canonicalizes and dedupes (first occurrence wins); "" and relative

@@ -68,11 +68,19 @@ type resolved struct {
 	avoided bool
 }
 
+// canonicalize is Canonical's walk: it never looks a name up inside a mount this
+// process serves (see [Mirror]).
 func canonicalize(unsafePath string) resolved {
-	return canonicalizeAvoiding(unsafePath, 0)
+	return walk(unsafePath, 0, currentMirrors())
 }
 
 func canonicalizeAvoiding(unsafePath string, avoidDev uint64) resolved {
+	return walk(unsafePath, avoidDev, nil)
+}
+
+// walk resolves unsafePath, avoiding lookups on avoidDev and looking up names below
+// a mirror's mountpoint on its source (see [Mirror]).
+func walk(unsafePath string, avoidDev uint64, ms mirrorSet) resolved {
 	if unsafePath == "" {
 		return resolved{}
 	}
@@ -84,10 +92,14 @@ func canonicalizeAvoiding(unsafePath string, avoidDev uint64) resolved {
 		}
 		p = wd + "/" + p
 	}
-	w := walker{resolved: "/", isDir: true, avoidDev: avoidDev}
-	if avoidDev != 0 {
+	w := walker{resolved: "/", isDir: true, avoidDev: avoidDev, ms: ms}
+	w.tracking = avoidDev != 0 || len(ms) > 0
+	if w.tracking {
 		var st unix.Stat_t
 		if err := unix.Lstat("/", &st); err != nil {
+			if avoidDev == 0 {
+				return resolved{avoided: true}
+			}
 			return resolved{path: filepath.Clean(p), avoided: true}
 		}
 		w.rootDev = uint64(st.Dev)
@@ -100,15 +112,22 @@ func canonicalizeAvoiding(unsafePath string, avoidDev uint64) resolved {
 		before := w.resolved
 		w.links = 0
 		if err := w.step(c); err != nil {
+			if err == errAvoided && avoidDev == 0 {
+				// A served mount reached other than through its mountpoint: a name
+				// that leads there must never be looked up by this process.
+				return resolved{avoided: true}
+			}
 			rest := filepath.Clean("/" + strings.Join(comps[i+1:], "/"))
+			before = ms.host(before)
 			return resolved{path: filepath.Join(before, c, rest), existing: before, avoided: err == errAvoided}
 		}
 	}
-	out := w.resolved
+	out := ms.host(w.resolved)
+	existing := out
 	if len(w.missing) > 0 {
 		out = filepath.Join(out, strings.Join(w.missing, "/"))
 	}
-	return resolved{path: out, existing: w.resolved, throughNonDir: w.dead}
+	return resolved{path: out, existing: existing, throughNonDir: w.dead}
 }
 
 // walker is the state of one resolution. resolved is always canonical and exists (as
@@ -121,9 +140,13 @@ type walker struct {
 	links    int  // symlinks expanded for the current component of the caller's path
 	lookups  int
 
-	// With avoidDev set (see CanonicalAvoiding), dev is resolved's device and
-	// rootDev that of "/".
+	// With tracking set (avoidDev set, see CanonicalAvoiding, or mirrors
+	// registered, see Mirror), dev is resolved's device and rootDev that of "/".
 	avoidDev, dev, rootDev uint64
+	tracking               bool
+	// ms are the mirrors this process serves: resolved is spelled as the kernel
+	// would walk it, through their mountpoints, and looked up on their sources.
+	ms mirrorSet
 }
 
 // errAvoided stops a walk before a lookup inside the avoided device.
@@ -151,11 +174,11 @@ func (w *walker) step(comp string) error {
 		default:
 			// resolved is canonical, so its lexical parent is its physical one.
 			w.resolved = filepath.Dir(w.resolved)
-			if w.avoidDev != 0 {
+			if w.tracking {
 				// Every component of the parent was looked up outside avoidDev, so
 				// this lstat looks up nothing inside it.
 				var st unix.Stat_t
-				if err := unix.Lstat(w.resolved, &st); err != nil {
+				if err := unix.Lstat(w.ms.host(w.resolved), &st); err != nil {
 					return err
 				}
 				w.dev = uint64(st.Dev)
@@ -175,11 +198,11 @@ func (w *walker) step(comp string) error {
 	if w.lookups > maxLookups {
 		return unix.ELOOP
 	}
-	if w.avoidDev != 0 && w.dev == w.avoidDev {
+	if w.tracking && (w.avoidDev != 0 && w.dev == w.avoidDev || w.ms.served(w.dev)) {
 		return errAvoided
 	}
 	next := filepath.Join(w.resolved, comp)
-	fi, err := os.Lstat(next)
+	fi, err := os.Lstat(w.ms.host(next))
 	switch {
 	case errors.Is(err, unix.ENOENT):
 		w.missing = append(w.missing, comp)
@@ -202,7 +225,7 @@ func (w *walker) step(comp string) error {
 	if w.links > maxSymlinks {
 		return unix.ELOOP
 	}
-	target, err := os.Readlink(next)
+	target, err := os.Readlink(w.ms.host(next))
 	if err != nil {
 		return err
 	}

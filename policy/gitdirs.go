@@ -246,16 +246,19 @@ func linksOn(p string) []string {
 			continue
 		}
 		next := path.Join(resolved, c)
-		fi, err := os.Lstat(next)
+		// Looked up, and named, on the host: never inside a mount this process
+		// serves (canon.Mirror).
+		host := canon.HostSpelling(next)
+		fi, err := os.Lstat(host)
 		switch {
 		case err != nil:
 			return links
 		case fi.Mode()&os.ModeSymlink != 0:
-			t, err := os.Readlink(next)
+			t, err := os.Readlink(host)
 			if err != nil || len(links) >= maxLinksOn {
 				return links
 			}
-			links = append(links, next)
+			links = append(links, host)
 			if path.IsAbs(t) {
 				resolved = "/"
 			}
