@@ -61,9 +61,20 @@
 // or containing it, and a policy file or audit log inside MOUNTPOINT. Left open:
 // a component of a canonical path replaced by such a link between its
 // canonicalization and the call that walks it takes the call one level into the
-// mount, where the next request is checked again; writable roots or protect
-// entries below MOUNTPOINT, canonicalized when a changed policy is loaded inside a
-// request, are not checked. A fence served through Config.DevFD does
+// mount, where the next request is checked again.
+//
+// The policy's own paths are resolved inside requests too (a changed policy file,
+// the protected set's refresh), and they may lead into the mount: a workspace root
+// or writable root spelled as MOUNTPOINT/..., which is what a harness that sends its
+// agent to the mount naturally writes, or a .git (or a gitdir: line) that the agent
+// pointed through the mount. While a mount is served, its process registers it as
+// a canon.Mirror, so canon.Canonical (and everything in package policy) looks every
+// name below MOUNTPOINT up below SOURCE instead, which the mount shows name for
+// name: such a root or git directory means the SOURCE directory it shows, the two
+// families agree on it, and no lookup ever enters the mount (before this, the first
+// mutation after such a policy loaded waited forever). A served mount reached
+// some other way, a bind mount of it elsewhere, canonicalizes to "" (contained in
+// nothing). A fence served through Config.DevFD does
 // not know its device and does none of this; toh-exec --fence mounts in the
 // run's own mount namespace, which the daemon's host paths never enter.
 //

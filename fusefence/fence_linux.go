@@ -83,6 +83,11 @@ type fence struct {
 	srcDev uint64
 	// mountpoint is the canonical mountpoint ("" for a DevFD mount).
 	mountpoint string
+	// mirror keeps this process's canon.Canonical out of the mount while it is
+	// served (nil for a DevFD mount): the policy's own paths (roots, git
+	// directories) are resolved inside requests, and a lookup in the mount from
+	// there could wait forever on a lock the kernel holds for the request.
+	mirror *canon.Mirror
 	// ownDev is this mount's own device once it is up (0 before, and for a DevFD
 	// mount): host paths are canonicalized without looking anything up on it (see
 	// canon.CanonicalAvoiding and RuleOwnMount).
@@ -150,6 +155,7 @@ func Mount(cfg Config) (*Fence, error) {
 			unix.Close(slashFd)
 			return nil, err
 		}
+		f.mirror = canon.ServeMirror(f.mountpoint, f.source)
 	}
 	f.root = &node{f: f}
 
@@ -210,10 +216,14 @@ func Mount(cfg Config) (*Fence, error) {
 	server, err := fuse.NewServer(raw, mountpoint, &opts.MountOptions)
 	if err != nil {
 		unix.Close(slashFd)
+		f.forgetMirror()
 		return nil, fmt.Errorf("mounting %q: %w", cfg.Mountpoint, err)
 	}
 	f.server = server
-	go server.Serve()
+	go func() {
+		server.Serve()
+		f.forgetMirror()
+	}()
 	if err := server.WaitMount(); err != nil {
 		unix.Close(slashFd)
 		return nil, fmt.Errorf("mounting %q: %w", cfg.Mountpoint, err)
@@ -226,6 +236,7 @@ func Mount(cfg Config) (*Fence, error) {
 		var mst unix.Stat_t
 		if err := unix.Stat(cfg.Mountpoint, &mst); err == nil && uint64(mst.Dev) != f.srcDev {
 			f.ownDev.Store(uint64(mst.Dev))
+			f.mirror.SetDevice(uint64(mst.Dev))
 		}
 	}
 	f.passthrough.Store(f.asRoot && server.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH != 0)
@@ -264,8 +275,18 @@ func (f *fence) canon(unsafePath string) (path string, ok bool) {
 	return canon.CanonicalAvoiding(unsafePath, f.ownDev.Load())
 }
 
+// forgetMirror ends the mirror's registration once the mount is no longer served.
+func (f *fence) forgetMirror() {
+	if f.mirror != nil {
+		f.mirror.Forget()
+	}
+}
+
 // Wait blocks until the mount is unmounted (by Unmount, toh-mount -u, or umount).
-func (m *Fence) Wait() { m.server.Wait() }
+func (m *Fence) Wait() {
+	m.server.Wait()
+	m.f.forgetMirror()
+}
 
 // Unmount unmounts the fence and waits for its requests to end. It fails with EBUSY
 // while files on the mount are open; see [Unmount] for a lazy unmount.
@@ -273,6 +294,7 @@ func (m *Fence) Unmount() error {
 	if err := m.server.Unmount(); err != nil {
 		return fmt.Errorf("unmounting %q: %w", m.mp, err)
 	}
+	m.f.forgetMirror()
 	return nil
 }
 

@@ -259,3 +259,54 @@ func TestMountRefusesItself(t *testing.T) {
 		}
 	}
 }
+
+// The policy's own paths spelled through the mount: a workspace root and a writable
+// root named by their place in the mount (what a harness that sends its agent to the
+// mount would write), and a git directory that SOURCE's .git leads to through the
+// mount. The policy is resolved inside requests, and resolving those spellings by
+// looking names up in the mount could wait forever on a lock the kernel holds for
+// the request; they mean the SOURCE directories the mount shows (canon.Mirror).
+func TestPolicyPathsThroughOwnMount(t *testing.T) {
+	e := newEnv(t, policy.WorkspaceWrite, "dir src/d", "dir src/realgit/hooks", "dir src/realgit/objects", "dir src/realgit/refs",
+		"file src/realgit/HEAD ref: refs/heads/main", "file src/realgit/description old")
+	if err := os.Symlink(e.m("realgit"), e.s(".git")); err != nil {
+		t.Fatal(err)
+	}
+	// The reload happens in the first mutation below, inside its request.
+	if err := policy.Update(e.policy, func(f *policy.File) error {
+		f.WorkspaceRoot = e.mnt
+		f.WritableRoots = []string{e.m("d")}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	err := e.within("create in the root", func() error { return os.WriteFile(e.m("new"), []byte("x"), 0o644) })
+	if err != nil {
+		t.Errorf("create in the workspace root spelled through the mount: %v", err)
+	}
+	if err := e.within("mkdir in d", func() error { return os.Mkdir(e.m("d/x"), 0o755) }); err != nil {
+		t.Errorf("mkdir in the writable root spelled through the mount: %v", err)
+	}
+	if _, err := os.Stat(e.s("d/x")); err != nil {
+		t.Errorf("mkdir did not land in SOURCE: %v", err)
+	}
+	// .git leads through the mount to realgit, which is SOURCE's realgit: its hooks
+	// are protected, the rest of it is writable like the workspace.
+	err = e.within("write a hook", func() error { return os.WriteFile(e.m("realgit/hooks/pre-commit"), []byte("evil"), 0o755) })
+	e.expectDenial("write a hook", err, "create", RuleProtected, "realgit/hooks/pre-commit")
+	if _, err := os.Lstat(e.s("realgit/hooks/pre-commit")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("denied hook exists in SOURCE: %v", err)
+	}
+	if err := e.within("write description", func() error { return os.WriteFile(e.m("realgit/description"), []byte("new"), 0o644) }); err != nil {
+		t.Errorf("write beside the hooks: %v", err)
+	}
+	// A link out of SOURCE still leads outside every root.
+	if err := os.Symlink(e.outside, e.s("out")); err != nil {
+		t.Fatal(err)
+	}
+	err = e.within("write through out", func() error { return os.WriteFile(e.m("out/canary"), []byte("x"), 0o644) })
+	e.expectDenial("write through out", err, "open", RuleOutside, "out/canary")
+	if b, _ := os.ReadFile(e.outside + "/canary"); string(b) != "precious" {
+		t.Errorf("canary changed: %q", b)
+	}
+}
