@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 )
 
 // Event is one denial, one JSON line in the audit log.
@@ -30,6 +31,14 @@ type Event struct {
 	// read back.
 	Mode string `json:"mode"`
 	Rule string `json:"rule"`
+	// PathBytes and HostPathBytes are Path and HostPath byte for byte (base64 in
+	// the JSON), present only when those are not valid UTF-8. A file name is any
+	// bytes, a JSON string only UTF-8: encoding/json writes each invalid byte as
+	// U+FFFD, so names that differ only there would read the same, and a denial
+	// could be made to point at another file. The log writes them; ReadAudit puts
+	// the exact bytes back into Path and HostPath.
+	PathBytes     []byte `json:"pathBytes,omitempty"`
+	HostPathBytes []byte `json:"hostPathBytes,omitempty"`
 }
 
 // Record is one line of an audit log as read back: a denial, or a note that Dropped
@@ -157,7 +166,14 @@ func (a *AuditLog) run() {
 			waiting = append(waiting, m.sync)
 			return
 		}
-		line, err := json.Marshal(m.ev)
+		ev := m.ev
+		if !utf8.ValidString(ev.Path) {
+			ev.PathBytes = []byte(ev.Path)
+		}
+		if !utf8.ValidString(ev.HostPath) {
+			ev.HostPathBytes = []byte(ev.HostPath)
+		}
+		line, err := json.Marshal(ev)
 		if err != nil { // cannot happen for these field types; count it rather than lose it silently
 			a.dropped.Add(1)
 			return
@@ -235,6 +251,12 @@ func ReadAudit(r io.Reader, fn func(Record) error) error {
 					return nil
 				}
 				return fmt.Errorf("audit log line %d: %w", n, derr)
+			}
+			if rec.PathBytes != nil {
+				rec.Path = string(rec.PathBytes)
+			}
+			if rec.HostPathBytes != nil {
+				rec.HostPath = string(rec.HostPathBytes)
 			}
 			if ferr := fn(rec); ferr != nil {
 				return ferr

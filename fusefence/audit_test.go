@@ -1,6 +1,7 @@
 package fusefence
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -54,6 +55,49 @@ func TestAuditLogRoundTrip(t *testing.T) {
 	if !(Filter{Rule: RuleReadOnly}).Match(Record{Event: Event{Rule: RuleReadOnly}}) ||
 		(Filter{Op: "x"}).Match(Record{Dropped: 1}) {
 		t.Error("Filter: rule match or dropped-note exclusion is wrong")
+	}
+}
+
+// Names are bytes, JSON strings UTF-8: two names that differ only in invalid bytes
+// must not read back as the same record.
+func TestAuditLogNonUTF8Names(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	a, err := OpenAudit(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"a\xffb", "a\xfeb", "a\uFFFDb", "plain"}
+	for _, n := range names {
+		a.Log(Event{Op: "create", Path: n, HostPath: "/w/" + n, Rule: RuleReadOnly})
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(path)
+	// The control: "path" alone reads the same for the first three names.
+	for i, line := range strings.SplitN(string(data), "\n", 4)[:3] {
+		var only struct{ Path string }
+		if err := json.Unmarshal([]byte(line), &only); err != nil || only.Path != "a\uFFFDb" {
+			t.Errorf("line %d: path %q (%v), want the replacement character", i+1, only.Path, err)
+		}
+	}
+	if n := strings.Count(string(data), `"pathBytes"`); n != 2 {
+		t.Errorf("%d lines carry pathBytes, want the 2 with invalid UTF-8:\n%s", n, data)
+	}
+	var got []string
+	f, _ := os.Open(path)
+	defer f.Close()
+	if err := ReadAudit(f, func(r Record) error {
+		if r.HostPath != "/w/"+r.Path {
+			t.Errorf("record %q: hostPath %q", r.Path, r.HostPath)
+		}
+		got = append(got, r.Path)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got, "|") != strings.Join(names, "|") {
+		t.Errorf("read back %q, want %q", got, names)
 	}
 }
 

@@ -217,7 +217,10 @@
 // writer goroutine. Queuing never blocks a FUSE request: beyond 4096 waiting events
 // they are counted and a {"dropped":N} line follows. Lines are written whole, in
 // batches of at most 64 KiB, so a killed daemon leaves no torn line; [ReadAudit]
-// and [Filter] read the log back.
+// and [Filter] read the log back. A path that is not valid UTF-8 (a file name is
+// any bytes) also travels as pathBytes or hostPathBytes, base64 of its exact
+// bytes: JSON shows each invalid byte as U+FFFD, and two names differing only
+// there would otherwise read as one.
 //
 // # Caching and staleness
 //

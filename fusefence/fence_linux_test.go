@@ -136,3 +136,18 @@ func TestExposedLinkMovedShallower(t *testing.T) {
 		t.Errorf("the link itself changed: %q, %v", l, err)
 	}
 }
+
+// A denial of a name that is not UTF-8 reads back with its exact bytes (see
+// Event.PathBytes); the name beside it, differing only in that byte, stays apart.
+func TestDenialOfNonUTF8Name(t *testing.T) {
+	e := newEnv(t, policy.ReadOnly)
+	for _, name := range []string{"x\xff", "x\xfe"} {
+		if err := os.WriteFile(e.m(name), nil, 0o644); !errors.Is(err, unix.EACCES) {
+			t.Errorf("create %q: %v, want EACCES", name, err)
+		}
+		recs := e.records()
+		if len(recs) != 1 || recs[0].Path != name || recs[0].HostPath != e.s(name) {
+			t.Errorf("create %q: records %+v, want one with path %q, hostPath %q", name, recs, name, e.s(name))
+		}
+	}
+}
