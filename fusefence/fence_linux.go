@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -156,6 +157,11 @@ func Mount(cfg Config) (*Fence, error) {
 			return nil, err
 		}
 		f.mirror = canon.ServeMirror(f.mountpoint, f.source)
+		// A policy resolved before the mirror was registered has paths spelled
+		// through MOUNTPOINT resolved as the empty directory under it.
+		if r, ok := cfg.Policy.(interface{ Refresh() }); ok {
+			r.Refresh()
+		}
 	}
 	f.root = &node{f: f}
 
@@ -343,6 +349,20 @@ func (f *fence) newSnapshot(gen uint64, x policy.Execution, err error) *snapshot
 		s.prot.cur.Store(&protSet{ver: f.nextProtVer(), refresh: never})
 		f.logf("POLICY INVALID: denying every mutation until the policy file is fixed: %v", err)
 		return s
+	}
+	if f.mountpoint != "" {
+		// A root inside the mount itself was resolved without this mount's mirror
+		// (see canon.Mirror; Mount refreshes a Watcher): no host target lies there,
+		// and looking for git directories beneath it, or opening it, would be
+		// requests to this daemon from inside one.
+		x.WritableRoots = slices.DeleteFunc(slices.Clone(x.WritableRoots), func(r string) bool {
+			if canon.LexicallyWithin(r, f.mountpoint) {
+				f.logf("writable root %q is inside the mount itself, which holds no host path; mutations beneath it are denied", r)
+				return true
+			}
+			return false
+		})
+		s.x = x
 	}
 	var roots []string
 	switch x.Mode {

@@ -71,6 +71,16 @@ func (w *Watcher) Current() (x Execution, gen uint64, err error) {
 	return w.x, w.gen, w.err
 }
 
+// Refresh loads and resolves the file again even though it has not changed, and
+// starts a new generation: for a caller whose way of resolving paths changed (a
+// fence that now serves a mount, see canon.Mirror).
+func (w *Watcher) Refresh() {
+	k := statStamp(w.path)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.reload(k)
+}
+
 func (w *Watcher) reload(k fileStamp) {
 	w.key = k
 	w.gen++

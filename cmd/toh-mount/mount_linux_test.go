@@ -347,6 +347,40 @@ func TestRefusesToServeItself(t *testing.T) {
 	startDaemon(t, tr.base, tr.mnt, tr.args()...)
 }
 
+// TestWorkspaceRootSpelledThroughMount: a harness that sends its agent to the
+// mount names the mountpoint as the workspace root. That means SOURCE (SPEC §9:
+// MOUNTPOINT/x stands for SOURCE/x) from the first operation on; the daemon never
+// looks into its own mount for it, and -u is not kept busy by it.
+func TestWorkspaceRootSpelledThroughMount(t *testing.T) {
+	testutil.RequireFUSE(t)
+	tr := newTree(t, policy.WorkspaceWrite)
+	if err := policy.Update(tr.policy, func(f *policy.File) error {
+		f.WorkspaceRoot = tr.mnt
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, tr.base, tr.mnt, tr.args()...)
+	if err := writeFile(tr.mnt+"/new", "x"); err != nil {
+		t.Errorf("write in the workspace root spelled through the mount: %v\n%s", err, d.stderr)
+	}
+	if b, err := os.ReadFile(tr.src + "/new"); err != nil || string(b) != "x" {
+		t.Errorf("the write did not land in SOURCE: %q, %v", b, err)
+	}
+	// The control: the protected .git/config beneath that root stays denied.
+	if err := writeFile(tr.mnt+"/.git/config", "evil"); !errors.Is(err, unix.EACCES) {
+		t.Errorf("write to .git/config: %v, want EACCES", err)
+	}
+	if out, err := exec.Command(binary, "-u", tr.mnt).CombinedOutput(); err != nil {
+		t.Fatalf("toh-mount -u: %v\n%s\n%s", err, out, d.stderr)
+	}
+	select {
+	case <-d.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the daemon did not exit after toh-mount -u")
+	}
+}
+
 // TestWithoutDevFuseAccess runs toh-mount as an unprivileged user who cannot open
 // /dev/fuse (0600 root here, as on this machine): it must exit 4 and say what to fix.
 func TestWithoutDevFuseAccess(t *testing.T) {
