@@ -229,7 +229,7 @@ func (n *node) xattr(ctx context.Context, op string, fn func(proc string) error)
 // itself is judged and made on the re-resolved leaf.
 func (n *node) hasSetID() bool {
 	var st unix.Stat_t
-	if n.f.statFollow(n.rel(), &st) != 0 {
+	if n.f.statFollow(n.parentNode(), n.rel(), &st) != 0 {
 		return false
 	}
 	return st.Mode&unix.S_IFMT == unix.S_IFREG && killBits(st.Mode) != 0

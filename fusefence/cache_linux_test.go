@@ -2,13 +2,16 @@ package fusefence
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/toh-sandbox/toh/internal/testutil"
 	"github.com/toh-sandbox/toh/policy"
 )
 
@@ -111,5 +114,72 @@ func TestAliasInvalidation(t *testing.T) {
 			t.Fatalf("d/made still %v %v after it was created through dangle-in", err, time.Since(start))
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestDirCacheBound: directories whose entries were read keep their host
+// descriptor (dirCache) for at most the cache timeout. A directory replaced on the
+// host shows its new contents within the bound; the descriptors are bounded in
+// number and closed once expired.
+func TestDirCacheBound(t *testing.T) {
+	tree := []string{"file src/d2/a"}
+	for i := range maxCachedDirs + 100 {
+		tree = append(tree, fmt.Sprintf("dir src/many/%d", i))
+	}
+	e := newEnv(t, policy.WorkspaceWrite, tree...)
+	held := func() int {
+		ents, _ := os.ReadDir("/proc/self/fd")
+		n := 0
+		for _, de := range ents {
+			if l, err := os.Readlink("/proc/self/fd/" + de.Name()); err == nil && strings.HasPrefix(l, e.src+"/") {
+				n++
+			}
+		}
+		return n
+	}
+	base := held()
+	if _, err := os.Stat(e.m("d2/a")); err != nil {
+		t.Fatal(err)
+	}
+	// The control: the lookup of d2/a left d2's descriptor cached.
+	if held() != base+1 {
+		t.Fatalf("%d descriptors into SOURCE after a lookup in d2, want %d", held(), base+1)
+	}
+	changed := time.Now()
+	if err := os.Rename(e.s("d2"), e.s("d2-moved")); err != nil {
+		t.Fatal(err)
+	}
+	testutil.MakeTree(t, e.src, "file d2/b")
+	for {
+		_, errA := os.Stat(e.m("d2/a"))
+		_, errB := os.Stat(e.m("d2/b"))
+		if errors.Is(errA, os.ErrNotExist) && errB == nil {
+			break
+		}
+		if time.Since(changed) > DefaultTimeout+500*time.Millisecond {
+			t.Fatalf("%v after d2 was replaced on the host: d2/a %v, d2/b %v", time.Since(changed), errA, errB)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Every directory below many/ is looked up in: at most maxCachedDirs are kept.
+	ents, err := os.ReadDir(e.m("many"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, de := range ents {
+		if _, err := os.Stat(e.m("many/" + de.Name() + "/x")); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("stat many/%s/x: %v", de.Name(), err)
+		}
+	}
+	if n := held(); n > base+maxCachedDirs || n < base+maxCachedDirs/2 {
+		t.Errorf("%d descriptors into SOURCE after lookups in %d directories, want about %d, at most %d", n-base, len(ents), maxCachedDirs, maxCachedDirs)
+	}
+	// Expired ones are swept within two timeouts.
+	deadline := time.Now().Add(2*DefaultTimeout + time.Second)
+	for held() > base {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d descriptors into SOURCE still held %v after the last lookup", held()-base, 2*DefaultTimeout+time.Second)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -245,11 +245,19 @@
 // Mutations through the mount update the kernel's caches as part of the request.
 // A READDIRPLUS answers entries the kernel already holds as plain entries (no
 // attributes), so listing names just looked up costs no host stat per entry; their
-// cached attributes keep their own timeout.
+// cached attributes keep their own timeout. A directory whose entries are read
+// (LOOKUP, GETATTR, READLINK, OPEN) keeps the host directory the first read opened
+// (an O_PATH descriptor from the walk that follows no symlink) for at most the
+// timeout, so each further read costs one statx or openat instead of a walk from
+// "/" too: with every cached entry expired, a find -ls of Go's src/ costs the
+// daemon 8% less CPU and a git status 14% less (bench/README.md). At most 1024
+// such descriptors are held, each closed when its node is forgotten or, once
+// expired, within another timeout; mutations never use them.
 //
 // Staleness bound: a change made to SOURCE from outside the mount is visible
 // through it after at most the timeout (1 s): names, attributes, listings and,
-// for page-cache reads, contents. Passthrough reads see it at once. Exceptions,
+// for page-cache reads, contents; a directory replaced on the host is read at its
+// old place for at most as long (TestDirCacheBound). Passthrough reads see it at once. Exceptions,
 // each kept until the next change the kernel can see: a content change that keeps
 // both size and mtime hides from a page-cache read; a listing change that keeps
 // the directory's mtime (possible only with coarse timestamps) hides from a cached

@@ -107,6 +107,8 @@ type fence struct {
 	mu   sync.Mutex
 	snap *snapshot
 
+	dirs dirCaches // directory nodes' cached host directories (see dirCache)
+
 	protVer atomic.Uint64 // numbers protected sets (see protSet.ver)
 
 	server      *fuse.Server
@@ -226,8 +228,13 @@ func Mount(cfg Config) (*Fence, error) {
 		return nil, fmt.Errorf("mounting %q: %w", cfg.Mountpoint, err)
 	}
 	f.server = server
+	stopSweep := make(chan struct{})
+	if f.timeout > 0 {
+		go f.sweepLoop(stopSweep)
+	}
 	go func() {
 		server.Serve()
+		close(stopSweep)
 		f.forgetMirror()
 	}()
 	if err := server.WaitMount(); err != nil {

@@ -63,7 +63,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		}
 		return n.writeHandle(ctx, h, flags, false)
 	}
-	fd, errno := n.f.openRead(n.rel(), hostFlags(flags))
+	fd, errno := n.f.openRead(n.parentNode(), n.rel(), hostFlags(flags))
 	if errno != 0 {
 		return nil, 0, errno
 	}

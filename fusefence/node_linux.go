@@ -19,9 +19,11 @@ import (
 	"github.com/toh-sandbox/toh/canon"
 )
 
-// node is one file, directory or symlink of the mirror. It holds no descriptor
-// and no host path: every request recomputes the host path from the node's
-// position in the tree, and every mutation re-resolves it (see judge).
+// node is one file, directory or symlink of the mirror. It holds no host path:
+// every request recomputes the host path from the node's position in the tree,
+// and every mutation re-resolves it (see judge). A directory node may hold, for
+// reads of its entries only and for at most the cache timeout, the host directory
+// a read opened (see dirCache).
 type node struct {
 	fs.Inode
 	f  *fence
@@ -30,6 +32,26 @@ type node struct {
 	// entry up right after listing it, and those lookups stat the name relative to
 	// the listing's own descriptor instead of opening the directory again.
 	listing atomic.Pointer[hostDir]
+	// dirc is the host directory of a directory node, kept for reads of its
+	// entries for at most the cache timeout (see dirCache).
+	dirc dirCache
+}
+
+var _ = (fs.NodeOnForgetter)((*node)(nil))
+
+// OnForget closes the node's cached directory; a node revived afterwards opens
+// it again when needed.
+func (n *node) OnForget() { n.f.dropDir(&n.dirc) }
+
+// parentNode is n's parent directory node; nil for the root, or a node no longer
+// in the tree.
+func (n *node) parentNode() *node {
+	_, p := n.EmbeddedInode().Parent()
+	if p == nil {
+		return nil
+	}
+	pn, _ := p.Operations().(*node)
+	return pn
 }
 
 // rel is the node's mount-relative path ("" for the root), found by walking its
@@ -121,11 +143,17 @@ func (n *node) hasAncestor(ino uint64) bool {
 // the kernel may hold the very directory a walk through such a link would need
 // (see throughLink).
 func (f *fence) present(rel string) (st unix.Stat_t, gen uint64, errno syscall.Errno) {
+	return f.presentIn(nil, rel)
+}
+
+// presentIn is present for an entry of the directory node dir (nil: unknown),
+// through dir's cached directory.
+func (f *fence) presentIn(dir *node, rel string) (st unix.Stat_t, gen uint64, errno syscall.Errno) {
 	if rel == "" {
 		gen, err := statx(f.host(rel), unix.AT_SYMLINK_NOFOLLOW, &st) // SOURCE, canonical
 		return st, gen, toErrno(err)
 	}
-	p, errno := f.hostParent(rel)
+	p, errno := f.hostParentIn(dir, rel)
 	if errno != 0 {
 		return st, 0, errno
 	}
@@ -154,15 +182,16 @@ func (n *node) presentChild(name string) (st unix.Stat_t, gen uint64, errno sysc
 			return st, gen, 0
 		}
 	}
-	return n.f.present(childRel(n.rel(), name))
+	return n.f.presentIn(n, childRel(n.rel(), name))
 }
 
 // hostParentDir is the host directory of a name the mirror shows, opened so that
 // operations on the name never walk through this mount (see hostParent).
 type hostParentDir struct {
-	fd   int    // O_PATH directory, or -1 without openat2 (then path is used)
-	path string // its canonical host path
-	base string // the name
+	fd   int       // O_PATH directory, or -1 without openat2 (then path is used)
+	path string    // its canonical host path
+	base string    // the name
+	held *dirCache // fd is this cache's, held for reading until close
 }
 
 // hostParent opens the host directory holding rel's last name (rel != ""). A
@@ -193,6 +222,10 @@ func (f *fence) hostParent(rel string) (hostParentDir, syscall.Errno) {
 }
 
 func (p hostParentDir) close() {
+	if p.held != nil {
+		p.held.mu.RUnlock()
+		return
+	}
 	if p.fd >= 0 {
 		unix.Close(p.fd)
 	}
@@ -228,12 +261,12 @@ func (p hostParentDir) open(flags int) (int, error) {
 // openRead opens the host entry at rel for a read (flags without O_CREAT): the
 // entry itself, or, when it is a symlink the mirror shows as what it leads to,
 // that target, never one inside this mount (see hostParent).
-func (f *fence) openRead(rel string, flags int) (int, syscall.Errno) {
+func (f *fence) openRead(dir *node, rel string, flags int) (int, syscall.Errno) {
 	if rel == "" {
 		fd, err := unix.Open(f.host(rel), flags, 0)
 		return fd, toErrno(err)
 	}
-	p, errno := f.hostParent(rel)
+	p, errno := f.hostParentIn(dir, rel)
 	if errno != 0 {
 		return -1, errno
 	}
@@ -261,8 +294,8 @@ func isLink(p hostParentDir, st *unix.Stat_t) bool {
 
 // statFollow is stat(2) of rel's host entry as a read sees it: a symlink there is
 // followed to its canonical target, never into this mount (see hostParent).
-func (f *fence) statFollow(rel string, st *unix.Stat_t) syscall.Errno {
-	target, errno := f.readTarget(rel)
+func (f *fence) statFollow(dir *node, rel string, st *unix.Stat_t) syscall.Errno {
+	target, errno := f.readTarget(dir, rel)
 	if errno != 0 {
 		return errno
 	}
@@ -273,11 +306,11 @@ func (f *fence) statFollow(rel string, st *unix.Stat_t) syscall.Errno {
 // acts on: the name through its canonical directory, or the canonical target of
 // the symlink there. Both are canonical, so the call's own walk follows no link
 // unless the tree changes under it, and then one level deep only.
-func (f *fence) readTarget(rel string) (string, syscall.Errno) {
+func (f *fence) readTarget(dir *node, rel string) (string, syscall.Errno) {
 	if rel == "" {
 		return f.host(rel), 0
 	}
-	p, errno := f.hostParent(rel)
+	p, errno := f.hostParentIn(dir, rel)
 	if errno != 0 {
 		return "", errno
 	}
@@ -420,7 +453,7 @@ func (n *node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 		out.FromStat(sysStat(&st))
 		return 0
 	}
-	p, errno := n.f.hostParent(rel)
+	p, errno := n.f.hostParentIn(n.parentNode(), rel)
 	if errno != 0 {
 		return errno
 	}
@@ -457,7 +490,7 @@ func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 	if rel == "" {
 		return nil, syscall.EIO // the root is SOURCE, a directory
 	}
-	p, errno := n.f.hostParent(rel)
+	p, errno := n.f.hostParentIn(n.parentNode(), rel)
 	if errno != 0 {
 		return nil, errno
 	}
@@ -566,7 +599,7 @@ var _ = (fs.NodeReaddirer)((*node)(nil))
 // is how READDIR arrives without OPENDIR (see noopendir).
 func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	rel := n.rel()
-	fd, errno := n.f.openRead(rel, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC)
+	fd, errno := n.f.openRead(n.parentNode(), rel, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC)
 	if errno != 0 {
 		return nil, errno
 	}
@@ -669,7 +702,7 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 	var err error
 	if n.isSymlink() {
 		sz, err = unix.Lgetxattr(n.f.host(n.rel()), attr, dest)
-	} else if target, errno := n.f.readTarget(n.rel()); errno != 0 {
+	} else if target, errno := n.f.readTarget(n.parentNode(), n.rel()); errno != 0 {
 		return 0, errno
 	} else {
 		sz, err = unix.Getxattr(target, attr, dest)
@@ -684,7 +717,7 @@ func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errn
 	var err error
 	if n.isSymlink() {
 		sz, err = unix.Llistxattr(n.f.host(n.rel()), dest)
-	} else if target, errno := n.f.readTarget(n.rel()); errno != 0 {
+	} else if target, errno := n.f.readTarget(n.parentNode(), n.rel()); errno != 0 {
 		return 0, errno
 	} else {
 		sz, err = unix.Listxattr(target, dest)
@@ -695,7 +728,7 @@ func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errn
 var _ = (fs.NodeStatfser)((*node)(nil))
 
 func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
-	target, errno := n.f.readTarget(n.rel())
+	target, errno := n.f.readTarget(n.parentNode(), n.rel())
 	if errno != 0 {
 		return errno
 	}
@@ -714,7 +747,7 @@ func (n *node) Fsync(ctx context.Context, fh fs.FileHandle, flags uint32) syscal
 	if h, ok := fh.(*handle); ok {
 		return h.fsync(flags)
 	}
-	fd, errno := n.f.openRead(n.rel(), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC)
+	fd, errno := n.f.openRead(n.parentNode(), n.rel(), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC)
 	if errno != 0 {
 		return errno
 	}

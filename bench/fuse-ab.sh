@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# bench/fuse-ab.sh: toh-mount built at another commit against toh-mount built from
+# the working tree, on the same SOURCE, in interleaved rounds: the wall time of a
+# read workload and the CPU time the daemon spent serving it (perf stat -p).
+#
+#   sudo bench/fuse-ab.sh HEAD~1                 # find -ls and git status, caches expired
+#   sudo ROUNDS=16 STATE=warm bench/fuse-ab.sh 137abad
+#
+# Environment:
+#   STATE     expired: each timed run starts 1.2 s after a warm-up run, so every entry
+#             the kernel cached has expired and each name is looked up again (what an
+#             agent re-running find every few seconds sees); warm: two warm-up runs
+#             right before, so almost nothing reaches the daemon (expired)
+#   ROUNDS    timed runs per build and workload, alternating which goes first (10)
+#   WORK      bench/fuse.sh's scratch directory, whose prepared tree this reuses
+#             (/var/tmp/toh-fusebench; run bench/fuse.sh once first)
+#
+# Reports medians and new/old ratios. Daemon CPU is far steadier here than wall
+# time, which two shared CPUs make noisy. Needs root and perf (Debian's linux-perf).
+set -euo pipefail
+
+prog=$(basename "$0")
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+STATE=${STATE:-expired}
+ROUNDS=${ROUNDS:-10}
+WORK=${WORK:-/var/tmp/toh-fusebench}
+
+die() { echo "$prog: $*" >&2; exit 1; }
+
+[[ $# == 1 ]] || die "usage: $prog OLD-COMMIT"
+[[ $(id -u) == 0 ]] || die "run as root: the mounts allow other users, as toh-mount's do as root"
+command -v perf >/dev/null || die "perf is not installed (apt-get install linux-perf)"
+[[ -d $WORK/ws/tree/.git ]] || die "$WORK/ws/tree is missing: run bench/fuse.sh once to prepare it"
+case $STATE in expired | warm) ;; *) die "STATE=$STATE: want expired or warm" ;; esac
+old_rev=$(git -C "$repo" rev-parse --short "$1")
+
+tmp=$(mktemp -d /var/tmp/toh-fuse-ab.XXXXXX)
+src=$WORK/ws pids=()
+cleanup() {
+	for b in old new; do
+		if grep -qs " $tmp/mnt-$b fuse" /proc/self/mounts; then
+			umount "$tmp/mnt-$b" 2>/dev/null || umount -l "$tmp/mnt-$b" || true
+		fi
+	done
+	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+	git -C "$repo" worktree remove --force "$tmp/old-tree" 2>/dev/null || true
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+git -C "$repo" worktree add -q --detach "$tmp/old-tree" "$old_rev"
+(cd "$tmp/old-tree" && go build -o "$tmp/toh-old" ./cmd/toh-mount)
+(cd "$repo" && go build -o "$tmp/toh-new" ./cmd/toh-mount)
+printf '{"version": 1, "mode": "workspace-write", "workspaceRoot": "%s"}\n' "$src" >"$tmp/policy.json"
+
+declare -A pid
+for b in old new; do
+	mkdir -p "$tmp/mnt-$b"
+	"$tmp/toh-$b" --policy "$tmp/policy.json" "$src" "$tmp/mnt-$b" 2>"$tmp/$b.log" &
+	pid[$b]=$! pids+=($!)
+done
+for b in old new; do
+	for _ in $(seq 100); do grep -qs " $tmp/mnt-$b fuse" /proc/self/mounts && break; sleep 0.05; done
+	grep -qs " $tmp/mnt-$b fuse" /proc/self/mounts || die "toh-mount ($b) did not mount: $(cat "$tmp/$b.log")"
+done
+
+run() { # run WORKLOAD MOUNT
+	case $1 in
+	find) find "$2/tree" -ls >/dev/null ;;
+	git) git -C "$2/tree" status --porcelain >/dev/null ;;
+	esac
+}
+: >"$tmp/times"
+for w in find git; do
+	for r in $(seq "$ROUNDS"); do
+		order="old new"
+		((r % 2)) || order="new old"
+		for b in $order; do
+			m=$tmp/mnt-$b
+			run "$w" "$m"
+			if [[ $STATE == expired ]]; then sleep 1.2; else run "$w" "$m"; fi
+			start=$(date +%s%N)
+			perf stat -x, -e task-clock -p "${pid[$b]}" -o "$tmp/stat" -- bash -c "$(declare -f run); run $w $m"
+			end=$(date +%s%N)
+			cpu=$(awk -F, '/task-clock/ {print $1}' "$tmp/stat")
+			echo "$w $b $(((end - start) / 1000)) $cpu" >>"$tmp/times"
+		done
+	done
+done
+
+median() { sort -n | awk '{a[NR]=$1} END {if (NR) print a[int((NR+1)/2)]}'; }
+echo "toh-mount $old_rev (old) against the working tree (new), $STATE caches, $ROUNDS rounds, $(date -u +%Y-%m-%dT%H:%MZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo
+echo "| workload | old wall ms | new wall ms | new/old | old daemon CPU ms | new daemon CPU ms | new/old |"
+echo "|---|--:|--:|--:|--:|--:|--:|"
+for w in find git; do
+	ow=$(awk -v w="$w" '$1 == w && $2 == "old" {print $3 / 1000}' "$tmp/times" | median)
+	nw=$(awk -v w="$w" '$1 == w && $2 == "new" {print $3 / 1000}' "$tmp/times" | median)
+	oc=$(awk -v w="$w" '$1 == w && $2 == "old" {print $4}' "$tmp/times" | median)
+	nc=$(awk -v w="$w" '$1 == w && $2 == "new" {print $4}' "$tmp/times" | median)
+	awk -v w="$w" -v ow="$ow" -v nw="$nw" -v oc="$oc" -v nc="$nc" \
+		'BEGIN {printf "| %s | %.1f | %.1f | %.2f× | %.1f | %.1f | %.2f× |\n", w, ow, nw, nw / ow, oc, nc, nc / oc}'
+done
