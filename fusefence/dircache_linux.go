@@ -1,6 +1,7 @@
 package fusefence
 
 import (
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -53,8 +54,9 @@ func (c *dirCache) get(key string, now time.Time) (hostParentDir, bool) {
 	return hostParentDir{}, false
 }
 
-// put installs p (a fresh hostParent result with a descriptor) for key. It
-// returns p unchanged, and the caller keeps ownership, when the cache is full.
+// cacheDir installs p (a fresh hostParent result with a descriptor) in c for key
+// and returns it held like get's. It returns p unchanged, the caller keeping
+// ownership, when the mount's cache is full.
 func (f *fence) cacheDir(c *dirCache, key string, p hostParentDir, until time.Time) hostParentDir {
 	dc := &f.dirs
 	c.mu.Lock()
@@ -86,7 +88,7 @@ func (f *fence) cacheDir(c *dirCache, key string, p hostParentDir, until time.Ti
 	return hostParentDir{fd: -1, path: p.path, base: p.base}
 }
 
-// drop closes c's descriptor, if any.
+// dropDir closes c's descriptor, if any.
 func (f *fence) dropDir(c *dirCache) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -101,15 +103,16 @@ func (f *fence) dropDir(c *dirCache) {
 	f.dirs.mu.Unlock()
 }
 
-// sweep closes every expired descriptor, so an idle mount holds none for long.
+// sweepDirs closes every descriptor expired at now, so an idle mount holds none
+// for long.
 func (f *fence) sweepDirs(now time.Time) {
 	f.dirs.mu.Lock()
-	var expired []*dirCache
+	live := make([]*dirCache, 0, len(f.dirs.live))
 	for c := range f.dirs.live {
-		expired = append(expired, c)
+		live = append(live, c)
 	}
 	f.dirs.mu.Unlock()
-	for _, c := range expired {
+	for _, c := range live {
 		c.mu.RLock()
 		old := c.ok && !now.Before(c.until)
 		c.mu.RUnlock()
@@ -141,7 +144,7 @@ func (f *fence) hostParentIn(dir *node, rel string) (hostParentDir, syscall.Errn
 		return f.hostParent(rel)
 	}
 	key := f.host(parentRel(rel))
-	base := rel[lastSlash(rel)+1:]
+	base := rel[strings.LastIndexByte(rel, '/')+1:]
 	now := time.Now()
 	if p, ok := dir.dirc.get(key, now); ok {
 		p.base = base
@@ -152,13 +155,4 @@ func (f *fence) hostParentIn(dir *node, rel string) (hostParentDir, syscall.Errn
 		return p, errno
 	}
 	return f.cacheDir(&dir.dirc, key, p, now.Add(f.timeout)), 0
-}
-
-func lastSlash(s string) int {
-	for i := len(s) - 1; i >= 0; i-- {
-		if s[i] == '/' {
-			return i
-		}
-	}
-	return -1
 }
