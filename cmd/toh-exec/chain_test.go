@@ -38,7 +38,11 @@ func TestProbeVerdictIsCachedAcrossInvocations(t *testing.T) {
 	run := func(extra ...string) {
 		t.Helper()
 		os.Remove(log)
-		args := append([]string{"--policy", s.noPolicy, "--bwrap", bw, "--probe-cache", cache}, extra...)
+		// A generous probe timeout: this test is about caching. Once in CI (under
+		// -race, every package testing at once) the refreshed run went elsewhere,
+		// most likely a probe past the 5 s default, whose "unavailable" verdict is
+		// rightly cached.
+		args := append([]string{"--policy", s.noPolicy, "--bwrap", bw, "--probe-cache", cache, "--probe-timeout", "60s"}, extra...)
 		r := toh(t, s.ws, nil, append(args, "--", "echo", "ran")...)
 		if r.code != 0 || r.stdout != "ran\n" {
 			t.Fatalf("run: %d %q %q", r.code, r.stdout, r.stderr)
