@@ -244,13 +244,13 @@ func workloads() []workload {
 	gitStatus := func(b *bench, t *target, run string) []string {
 		return []string{"git", "-C", filepath.Join(t.dir(), "tree"), "status", "--porcelain"}
 	}
-	// A warm run follows, at once, untimed ones that looked every name up
+	// A warm run follows, at once, untimed runs that looked every name up
 	// afresh. The mirrors cache names and attributes for 1 s; without the pause,
 	// names the previous workload looked up less than 1 s earlier were still
-	// cached during the untimed run, so it did not refresh them, and they expired
-	// during the timed one. Which target that hit depended on its place in the
-	// rotation: in one two-target run the first took 0.07 s and the second
-	// 0.14-0.20 s, whichever build it was. (The untimed run is a warmup, after
+	// cached during the untimed runs, so they did not refresh them, and they
+	// expired during the timed one. Which target that hit depended on its place
+	// in the rotation: in one two-target run the first took 0.07 s and the
+	// second 0.14-0.20 s, whichever build it was. (They are a warmup, run after
 	// the sync, for the same reason.)
 	warm := func(cmd func(*bench, *target, string) []string) func(*bench, *target, string) error {
 		return func(b *bench, t *target, run string) error {
