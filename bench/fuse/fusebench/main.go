@@ -55,7 +55,7 @@ type workload struct {
 	// warmup runs untimed after prepare and the sync that follows it, right before
 	// the command: a sync after an earlier workload's writes can take seconds, long
 	// enough for what warmup cached to expire.
-	warmup func(b *bench, t *target, run string) error
+	warmup  func(b *bench, t *target, run string) error
 	command func(b *bench, t *target, run string) []string
 	cleanup func(b *bench, t *target, run string) error
 }
