@@ -84,6 +84,9 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 	if dirFd >= 0 {
 		defer unix.Close(dirFd)
 	}
+	if !n.isNode(&st, 0) {
+		return syscall.ESTALE // not the inode the kernel checked the caller against
+	}
 	if errno := g.singleLink(&st); errno != 0 {
 		return errno
 	}
@@ -210,11 +213,14 @@ func (n *node) xattr(ctx context.Context, op string, fn func(proc string) error)
 	if dirFd >= 0 {
 		defer unix.Close(dirFd)
 	}
-	if errno := g.singleLink(&st); errno != 0 {
-		return errno
-	}
 	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
 		return g.race() // the canonical target was no symlink a moment ago
+	}
+	if !n.isNode(&st, 0) {
+		return syscall.ESTALE // not the inode the kernel checked the caller against
+	}
+	if errno := g.singleLink(&st); errno != 0 {
+		return errno
 	}
 	if err := fn(procFd(leafFd)); err != nil {
 		return toErrno(err)

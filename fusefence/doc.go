@@ -279,6 +279,21 @@
 // performed beneath the root's descriptor without following symlinks, on a parent
 // whose identity was checked, so it lands inside the root or not at all.
 //
+// As root the daemon is a deputy: with default_permissions the kernel checks each
+// caller against the node's cached attributes, and the daemon then opens or changes
+// the host object with root's rights. So every open (read or write) and every
+// setattr and xattr change acts only on the inode the node stands for (node.isNode:
+// device, inode number, type and, where statx gives it, birth time): a symlink
+// retargeted on the host, or a name replaced outside the mount, within the cache
+// timeout gets ESTALE, on which the kernel looks the name up again and checks the
+// caller against what is there now. Before this (fixed 2026-11-30), a user who could
+// retarget a link in SOURCE read /etc/shadow through a root mount: stat the link
+// while it led to a world-readable file, retarget it, read within the second. A
+// CREATE that finds its name existing (it appeared since the kernel looked) gets
+// ESTALE for the same reason, and read opens carry O_NONBLOCK as write opens do, so
+// a FIFO found at a regular file's place cannot hold a request. TestConfusedDeputy
+// (read, write, chmod; each fails without the check).
+//
 // It does not protect against: writes that do not go through the mount (the same
 // process writing SOURCE directly: confine it with toh-exec); a directory moved out
 // of a writable root after the fence opened it (descriptors follow it, as in

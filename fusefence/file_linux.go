@@ -57,13 +57,13 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if writeIntent(flags) {
 		s := n.f.acquire()
 		defer s.release()
-		h, _, _, errno := n.f.openForWrite(ctx, s, "open", n.rel(), flags, false, 0, reachInode)
+		h, _, _, errno := n.f.openForWrite(ctx, s, "open", n.rel(), flags, false, 0, reachInode, n)
 		if errno != 0 {
 			return nil, 0, errno
 		}
 		return n.writeHandle(ctx, h, flags, false)
 	}
-	fd, errno := n.f.openRead(n.parentNode(), n.rel(), hostFlags(flags))
+	fd, errno := n.openNode(hostFlags(flags))
 	if errno != 0 {
 		return nil, 0, errno
 	}
@@ -76,7 +76,13 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 // parent beneath the writable root and without following anything. With creat the
 // file is created if missing. A file with more than one link is refused. O_TRUNC is
 // applied only after every check passed, so a denied open leaves the file as it was.
-func (f *fence) openForWrite(ctx context.Context, s *snapshot, op, rel string, flags uint32, creat bool, mode uint32, r reach) (h *handle, st unix.Stat_t, gen uint64, errno syscall.Errno) {
+//
+// The kernel checked the caller's permissions against node (nil for a create): what
+// is opened must be that inode (see isNode), and a create must create. A file that
+// exists although the kernel sent CREATE (it appeared on the host since the kernel
+// last looked) was checked against nothing; both answer ESTALE, on which the
+// kernel looks the name up again and checks what it finds.
+func (f *fence) openForWrite(ctx context.Context, s *snapshot, op, rel string, flags uint32, creat bool, mode uint32, r reach, node *node) (h *handle, st unix.Stat_t, gen uint64, errno syscall.Errno) {
 	g, errno := f.judge(ctx, s, op, rel, formInode, r)
 	if errno != 0 {
 		return nil, st, 0, errno
@@ -111,6 +117,10 @@ func (f *fence) openForWrite(ctx context.Context, s *snapshot, op, rel string, f
 	if gen, err = statxFd(fd, &st); err != nil {
 		unix.Close(fd)
 		return nil, st, 0, toErrno(err)
+	}
+	if creat && !created || node != nil && !node.isNode(&st, gen) {
+		unix.Close(fd)
+		return nil, st, 0, syscall.ESTALE
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		unix.Close(fd)
@@ -193,7 +203,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		// from outside since, or an escaping symlink that leads nowhere (not shown).
 		// Open what it leads to, judged there.
 		unix.Close(dirFd)
-		h, st, gen, errno := n.f.openForWrite(ctx, s, "create", rel, flags, true, mode, reachCarrier)
+		h, st, gen, errno := n.f.openForWrite(ctx, s, "create", rel, flags, true, mode, reachCarrier, nil)
 		if errno != 0 {
 			return nil, nil, 0, errno
 		}

@@ -43,6 +43,54 @@ var _ = (fs.NodeOnForgetter)((*node)(nil))
 // it again when needed.
 func (n *node) OnForget() { n.f.dropDir(&n.dirc) }
 
+// isNode reports whether st (with gen, 0 when unknown) is the host object n stands
+// for: the inode whose attributes the kernel checked the caller's permissions
+// against before sending the request. Anything else found at n's place (a symlink
+// retargeted or a name replaced outside the mount, within the cache timeout) must
+// not be opened or changed in n's name: the daemon, root when other users see the
+// mount, would read or change it for a caller the kernel never checked against it.
+// The caller answers ESTALE, on which the kernel looks the name up again (for a
+// path-based call) and checks the fresh attributes.
+func (n *node) isNode(st *unix.Stat_t, gen uint64) bool {
+	want := n.StableAttr()
+	got := n.f.stable(st, gen)
+	if got.Ino != want.Ino || got.Mode != want.Mode {
+		return false
+	}
+	return gen == 0 || n == n.f.root || got.Gen == want.Gen
+}
+
+// openNode opens n's host object for reading, and only that object (see isNode).
+// O_NONBLOCK keeps a FIFO found there from holding the request; the caller's own
+// O_NONBLOCK is restored on what is opened.
+func (n *node) openNode(flags int) (int, syscall.Errno) {
+	fd, errno := n.f.openRead(n.parentNode(), n.rel(), flags|unix.O_NONBLOCK)
+	if errno != 0 {
+		return -1, errno
+	}
+	var st unix.Stat_t
+	gen, err := statxFd(fd, &st)
+	if err != nil {
+		unix.Close(fd)
+		return -1, toErrno(err)
+	}
+	if !n.isNode(&st, gen) {
+		unix.Close(fd)
+		return -1, syscall.ESTALE
+	}
+	if flags&unix.O_NONBLOCK == 0 {
+		fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+		if err == nil {
+			_, err = unix.FcntlInt(uintptr(fd), unix.F_SETFL, fl&^unix.O_NONBLOCK)
+		}
+		if err != nil {
+			unix.Close(fd)
+			return -1, toErrno(err)
+		}
+	}
+	return fd, 0
+}
+
 // parentNode is n's parent directory node; nil for the root, or a node no longer
 // in the tree.
 func (n *node) parentNode() *node {
@@ -599,7 +647,7 @@ var _ = (fs.NodeReaddirer)((*node)(nil))
 // is how READDIR arrives without OPENDIR (see noopendir).
 func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	rel := n.rel()
-	fd, errno := n.f.openRead(n.parentNode(), rel, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC)
+	fd, errno := n.openNode(unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC)
 	if errno != 0 {
 		return nil, errno
 	}

@@ -1,0 +1,97 @@
+package fusefence
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/toh-sandbox/toh/policy"
+)
+
+// TestConfusedDeputy: as root the daemon opens and changes files for callers the
+// kernel checked against the node's cached attributes (default_permissions). A
+// name whose host object changed within the cache timeout, here a symlink retargeted
+// on the host from a file the caller may use to one it may not, must not be read,
+// written or chmodded in the caller's name: the daemon answers ESTALE, the kernel
+// looks the name up again and denies. Each step has its positive control (the same
+// call before the retarget succeeds) and its negative one (the root-only file is
+// unchanged and unread).
+func TestConfusedDeputy(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the daemon is a deputy only as root (allow_other, default_permissions)")
+	}
+	const nobody = 65534
+	e := newEnv(t, policy.WorkspaceWrite,
+		"file outside/public public", "file outside/secret secret",
+		"file extra/open open", "file extra/rootfile rootfile", "file extra/mine mine")
+	for path, mode := range map[string]os.FileMode{
+		e.base: 0o755, e.outside + "/public": 0o644, e.outside + "/secret": 0o600,
+		e.extra + "/open": 0o666, e.extra + "/rootfile": 0o644,
+	} {
+		if err := os.Chmod(path, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chown(e.extra+"/mine", nobody, nobody); err != nil {
+		t.Fatal(err)
+	}
+	as := func(args ...string) (string, error) {
+		cmd := exec.Command(args[0], args[1:]...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	retarget := func(name, to string) {
+		t.Helper()
+		tmp := e.s(name + ".new")
+		if err := os.Symlink(to, tmp); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, e.s(name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, to := range map[string]string{"r": e.outside + "/public", "w": e.extra + "/open", "c": e.extra + "/mine"} {
+		if err := os.Symlink(to, e.s(name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Read.
+	if out, err := as("cat", e.m("r")); err != nil || out != "public" {
+		t.Fatalf("control: nobody reads r -> public: %q, %v", out, err)
+	}
+	retarget("r", e.outside+"/secret")
+	if out, err := as("cat", e.m("r")); err == nil || strings.Contains(out, "secret") {
+		t.Errorf("nobody read r after it was retargeted to a root-only file: %q, %v", out, err)
+	}
+	if b, err := os.ReadFile(e.m("r")); err != nil || string(b) != "secret" {
+		t.Errorf("control: root reads r -> secret: %q, %v", b, err)
+	}
+
+	// Write.
+	if out, err := as("sh", "-c", "printf x >> "+e.m("w")); err != nil {
+		t.Fatalf("control: nobody appends to w -> open: %q, %v", out, err)
+	}
+	retarget("w", e.extra+"/rootfile")
+	if out, err := as("sh", "-c", "printf x >> "+e.m("w")); err == nil {
+		t.Errorf("nobody appended to w after it was retargeted to root's file: %q", out)
+	}
+	if b, _ := os.ReadFile(e.extra + "/rootfile"); string(b) != "rootfile" {
+		t.Errorf("root's file changed: %q", b)
+	}
+
+	// Chmod.
+	if out, err := as("chmod", "600", e.m("c")); err != nil {
+		t.Fatalf("control: nobody chmods c -> its own file: %q, %v", out, err)
+	}
+	retarget("c", e.extra+"/rootfile")
+	if out, err := as("chmod", "666", e.m("c")); err == nil {
+		t.Errorf("nobody chmodded c after it was retargeted to root's file: %q", out)
+	}
+	if fi, _ := os.Stat(e.extra + "/rootfile"); fi.Mode().Perm() != 0o644 {
+		t.Errorf("root's file's mode changed: %v", fi.Mode())
+	}
+}
