@@ -14,7 +14,7 @@ import (
 // kernel checked against the node's cached attributes (default_permissions). A
 // name whose host object changed within the cache timeout, here a symlink retargeted
 // on the host from a file the caller may use to one it may not, must not be read,
-// written or chmodded in the caller's name: the daemon answers ESTALE, the kernel
+// written, chmodded or hard-linked in the caller's name: the daemon answers ESTALE, the kernel
 // looks the name up again and denies. Each step has its positive control (the same
 // call before the retarget succeeds) and its negative one (the root-only file is
 // unchanged and unread).
@@ -25,7 +25,7 @@ func TestConfusedDeputy(t *testing.T) {
 	const nobody = 65534
 	e := newEnv(t, policy.WorkspaceWrite,
 		"file outside/public public", "file outside/secret secret",
-		"file extra/open open", "file extra/rootfile rootfile", "file extra/mine mine")
+		"file extra/open open", "file extra/rootfile rootfile", "file extra/mine mine", "file extra/mine2 mine2", "dir src/nb")
 	for path, mode := range map[string]os.FileMode{
 		e.base: 0o755, e.outside + "/public": 0o644, e.outside + "/secret": 0o600,
 		e.extra + "/open": 0o666, e.extra + "/rootfile": 0o644,
@@ -34,8 +34,10 @@ func TestConfusedDeputy(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := os.Chown(e.extra+"/mine", nobody, nobody); err != nil {
-		t.Fatal(err)
+	for _, p := range []string{e.extra + "/mine", e.extra + "/mine2", e.s("nb")} {
+		if err := os.Chown(p, nobody, nobody); err != nil {
+			t.Fatal(err)
+		}
 	}
 	as := func(args ...string) (string, error) {
 		cmd := exec.Command(args[0], args[1:]...)
@@ -53,7 +55,7 @@ func TestConfusedDeputy(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for name, to := range map[string]string{"r": e.outside + "/public", "w": e.extra + "/open", "c": e.extra + "/mine"} {
+	for name, to := range map[string]string{"r": e.outside + "/public", "w": e.extra + "/open", "c": e.extra + "/mine", "l0": e.extra + "/mine2", "l": e.extra + "/mine2"} {
 		if err := os.Symlink(to, e.s(name)); err != nil {
 			t.Fatal(err)
 		}
@@ -93,5 +95,26 @@ func TestConfusedDeputy(t *testing.T) {
 	}
 	if fi, _ := os.Stat(e.extra + "/rootfile"); fi.Mode().Perm() != 0o644 {
 		t.Errorf("root's file's mode changed: %v", fi.Mode())
+	}
+
+	// Hard link (protected_hardlinks: nobody may link only what it owns, or may
+	// read and write). l0 and l lead to the same file, so they are one node; the
+	// control links through l0, and the node's name stays l for the attempt.
+	if out, err := as("ln", e.m("l0"), e.m("nb/hard1")); err != nil {
+		t.Fatalf("control: nobody links l0 -> its own file: %q, %v", out, err)
+	}
+	if os.Remove(e.s("nb/hard1")) != nil || os.Remove(e.s("l0")) != nil {
+		t.Fatal("removing the control's names")
+	}
+	if out, err := as("stat", e.m("l")); err != nil {
+		t.Fatalf("stat l: %q, %v", out, err)
+	}
+	retarget("l", e.extra+"/rootfile")
+	if out, err := as("ln", e.m("l"), e.m("nb/hard2")); err == nil {
+		t.Errorf("nobody hard-linked l after it was retargeted to root's file: %q", out)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(e.extra+"/rootfile", &st); err != nil || st.Nlink != 1 {
+		t.Errorf("root's file has %d links (%v), want 1", st.Nlink, err)
 	}
 }

@@ -281,8 +281,9 @@
 //
 // As root the daemon is a deputy: with default_permissions the kernel checks each
 // caller against the node's cached attributes, and the daemon then opens or changes
-// the host object with root's rights. So every open (read or write) and every
-// setattr and xattr change acts only on the inode the node stands for (node.isNode:
+// the host object with root's rights. So every open (read or write), every
+// setattr and xattr change, every xattr read and the source of every hard link act
+// only on the inode the node stands for (node.isNode:
 // device, inode number, type and, where statx gives it, birth time): a symlink
 // retargeted on the host, or a name replaced outside the mount, within the cache
 // timeout gets ESTALE, on which the kernel looks the name up again and checks the
@@ -292,7 +293,12 @@
 // CREATE that finds its name existing (it appeared since the kernel looked) gets
 // ESTALE for the same reason, and read opens carry O_NONBLOCK as write opens do, so
 // a FIFO found at a regular file's place cannot hold a request. TestConfusedDeputy
-// (read, write, chmod; each fails without the check).
+// (read, write, chmod, hard link; each fails without the check). Left: a hard
+// link's source is checked by fstatat just before linkat, so a host-side swap in
+// between still links the new file (root could link the checked descriptor with
+// AT_EMPTY_PATH instead); the sticky-bit check of an unlink or rename, which the
+// kernel makes on the victim's cached owner, is not repeated; no test covers the
+// xattr reads or the FIFO.
 //
 // It does not protect against: writes that do not go through the mount (the same
 // process writing SOURCE directly: confine it with toh-exec); a directory moved out

@@ -134,6 +134,14 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 		return nil, errno
 	}
 	defer unix.Close(sDir)
+	// The kernel checked the caller (protected_hardlinks) against src's inode.
+	var sst unix.Stat_t
+	if err := unix.Fstatat(sDir, sBase, &sst, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return nil, toErrno(err)
+	}
+	if !src.isNode(&sst, 0) {
+		return nil, syscall.ESTALE
+	}
 	dDir, dBase, errno := gd.parent()
 	if errno != 0 {
 		return nil, errno

@@ -750,12 +750,37 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 	var err error
 	if n.isSymlink() {
 		sz, err = unix.Lgetxattr(n.f.host(n.rel()), attr, dest)
-	} else if target, errno := n.f.readTarget(n.parentNode(), n.rel()); errno != 0 {
+	} else if fd, errno := n.pathNode(); errno != 0 {
 		return 0, errno
 	} else {
-		sz, err = unix.Getxattr(target, attr, dest)
+		sz, err = unix.Getxattr(procFd(fd), attr, dest)
+		unix.Close(fd)
 	}
 	return uint32(max(sz, 0)), toErrno(err)
+}
+
+// pathNode opens what n leads to as O_PATH, and only the inode n stands for (see
+// isNode): xattrs are read through /proc/self/fd, on exactly that inode.
+func (n *node) pathNode() (int, syscall.Errno) {
+	target, errno := n.f.readTarget(n.parentNode(), n.rel())
+	if errno != 0 {
+		return -1, errno
+	}
+	fd, err := unix.Open(target, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, toErrno(err)
+	}
+	var st unix.Stat_t
+	gen, err := statxFd(fd, &st)
+	if err != nil {
+		unix.Close(fd)
+		return -1, toErrno(err)
+	}
+	if !n.isNode(&st, gen) {
+		unix.Close(fd)
+		return -1, syscall.ESTALE
+	}
+	return fd, 0
 }
 
 var _ = (fs.NodeListxattrer)((*node)(nil))
@@ -765,10 +790,11 @@ func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errn
 	var err error
 	if n.isSymlink() {
 		sz, err = unix.Llistxattr(n.f.host(n.rel()), dest)
-	} else if target, errno := n.f.readTarget(n.parentNode(), n.rel()); errno != 0 {
+	} else if fd, errno := n.pathNode(); errno != 0 {
 		return 0, errno
 	} else {
-		sz, err = unix.Listxattr(target, dest)
+		sz, err = unix.Listxattr(procFd(fd), dest)
+		unix.Close(fd)
 	}
 	return uint32(max(sz, 0)), toErrno(err)
 }
