@@ -134,9 +134,16 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 		return nil, errno
 	}
 	defer unix.Close(sDir)
-	// The kernel checked the caller (protected_hardlinks) against src's inode.
+	// The kernel checked the caller (protected_hardlinks) against src's inode: link
+	// that inode. As root (the case where the daemon acts for other users) the
+	// checked descriptor itself is linked; otherwise the name, checked just before.
+	sFd, err := unix.Openat(sDir, sBase, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, toErrno(err)
+	}
+	defer unix.Close(sFd)
 	var sst unix.Stat_t
-	if err := unix.Fstatat(sDir, sBase, &sst, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+	if err := unix.Fstat(sFd, &sst); err != nil {
 		return nil, toErrno(err)
 	}
 	if !src.isNode(&sst, 0) {
@@ -147,7 +154,12 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 		return nil, errno
 	}
 	defer unix.Close(dDir)
-	if err := unix.Linkat(sDir, sBase, dDir, dBase, 0); err != nil {
+	if n.f.asRoot {
+		err = unix.Linkat(sFd, "", dDir, dBase, unix.AT_EMPTY_PATH)
+	} else {
+		err = unix.Linkat(sDir, sBase, dDir, dBase, 0)
+	}
+	if err != nil {
 		return nil, toErrno(err)
 	}
 	gd.touched()
