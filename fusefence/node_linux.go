@@ -60,6 +60,21 @@ func (n *node) isNode(st *unix.Stat_t, gen uint64) bool {
 	return gen == 0 || n == n.f.root || got.Gen == want.Gen
 }
 
+// holdsNode checks that fd is n's inode (see isNode); otherwise it closes fd and
+// answers ESTALE.
+func (n *node) holdsNode(fd int) syscall.Errno {
+	var st unix.Stat_t
+	gen, err := statxFd(fd, &st)
+	if err == nil && !n.isNode(&st, gen) {
+		err = syscall.ESTALE
+	}
+	if err != nil {
+		unix.Close(fd)
+		return toErrno(err)
+	}
+	return 0
+}
+
 // openNode opens n's host object for reading, and only that object (see isNode).
 // O_NONBLOCK keeps a FIFO found there from holding the request; the caller's own
 // O_NONBLOCK is restored on what is opened.
@@ -68,15 +83,8 @@ func (n *node) openNode(flags int) (int, syscall.Errno) {
 	if errno != 0 {
 		return -1, errno
 	}
-	var st unix.Stat_t
-	gen, err := statxFd(fd, &st)
-	if err != nil {
-		unix.Close(fd)
-		return -1, toErrno(err)
-	}
-	if !n.isNode(&st, gen) {
-		unix.Close(fd)
-		return -1, syscall.ESTALE
+	if errno := n.holdsNode(fd); errno != 0 {
+		return -1, errno
 	}
 	if flags&unix.O_NONBLOCK == 0 {
 		fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
@@ -770,15 +778,8 @@ func (n *node) pathNode() (int, syscall.Errno) {
 	if err != nil {
 		return -1, toErrno(err)
 	}
-	var st unix.Stat_t
-	gen, err := statxFd(fd, &st)
-	if err != nil {
-		unix.Close(fd)
-		return -1, toErrno(err)
-	}
-	if !n.isNode(&st, gen) {
-		unix.Close(fd)
-		return -1, syscall.ESTALE
+	if errno := n.holdsNode(fd); errno != 0 {
+		return -1, errno
 	}
 	return fd, 0
 }
