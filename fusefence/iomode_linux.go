@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
@@ -160,6 +161,17 @@ func (n *node) writeHandle(ctx context.Context, h *handle, flags uint32, created
 	io.mu.Lock()
 	defer io.mu.Unlock()
 	if flags&unix.O_ACCMODE == unix.O_RDWR {
+		// The kernel drops a passthrough file at close(2) and tells the daemon
+		// afterwards, in a RELEASE queued before any later OPEN but served by
+		// another reader, maybe still in flight: a read-write open right after
+		// the passthrough writer that created the file was closed (write a file,
+		// then open it again) would see it as still open. Give such a RELEASE a
+		// moment to land before answering ETXTBSY.
+		for i := 0; io.attached > 0 && i < releaseWaits; i++ {
+			io.mu.Unlock()
+			time.Sleep(releaseWait)
+			io.mu.Lock()
+		}
 		if io.attached > 0 {
 			h.close()
 			return nil, 0, syscall.ETXTBSY
@@ -183,6 +195,13 @@ func (n *node) writeHandle(ctx context.Context, h *handle, flags uint32, created
 	}
 	return h, fuse.FOPEN_DIRECT_IO | fuse.FOPEN_NOFLUSH, 0
 }
+
+// releaseWait and releaseWaits bound how long a read-write open waits for the
+// RELEASE of a passthrough file the kernel has already closed: 20 ms in all.
+const (
+	releaseWait  = 200 * time.Microsecond
+	releaseWaits = 100
+)
 
 // released uncounts h at RELEASE, and unregisters the backing file after the last
 // file tied to it.
