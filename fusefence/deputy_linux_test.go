@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/toh-sandbox/toh/policy"
 )
 
@@ -14,7 +16,7 @@ import (
 // kernel checked against the node's cached attributes (default_permissions). A
 // name whose host object changed within the cache timeout, here a symlink retargeted
 // on the host from a file the caller may use to one it may not, must not be read,
-// written, chmodded or hard-linked in the caller's name: the daemon answers ESTALE, the kernel
+// written, chmodded, hard-linked or have its xattrs read in the caller's name: the daemon answers ESTALE, the kernel
 // looks the name up again and denies. Each step has its positive control (the same
 // call before the retarget succeeds) and its negative one (the root-only file is
 // unchanged and unread).
@@ -25,10 +27,12 @@ func TestConfusedDeputy(t *testing.T) {
 	const nobody = 65534
 	e := newEnv(t, policy.WorkspaceWrite,
 		"file outside/public public", "file outside/secret secret",
-		"file extra/open open", "file extra/rootfile rootfile", "file extra/mine mine", "file extra/mine2 mine2", "dir src/nb")
+		"file extra/open open", "file extra/rootfile rootfile", "file extra/mine mine", "file extra/mine2 mine2", "dir src/nb",
+		"file outside/xpub xpub", "file outside/xsec xsec")
 	for path, mode := range map[string]os.FileMode{
 		e.base: 0o755, e.outside + "/public": 0o644, e.outside + "/secret": 0o600,
 		e.extra + "/open": 0o666, e.extra + "/rootfile": 0o644,
+		e.outside + "/xpub": 0o644, e.outside + "/xsec": 0o600,
 	} {
 		if err := os.Chmod(path, mode); err != nil {
 			t.Fatal(err)
@@ -55,7 +59,7 @@ func TestConfusedDeputy(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for name, to := range map[string]string{"r": e.outside + "/public", "w": e.extra + "/open", "c": e.extra + "/mine", "l0": e.extra + "/mine2", "l": e.extra + "/mine2"} {
+	for name, to := range map[string]string{"r": e.outside + "/public", "w": e.extra + "/open", "c": e.extra + "/mine", "l0": e.extra + "/mine2", "l": e.extra + "/mine2", "x": e.outside + "/xpub"} {
 		if err := os.Symlink(to, e.s(name)); err != nil {
 			t.Fatal(err)
 		}
@@ -116,5 +120,19 @@ func TestConfusedDeputy(t *testing.T) {
 	var st syscall.Stat_t
 	if err := syscall.Stat(e.extra+"/rootfile", &st); err != nil || st.Nlink != 1 {
 		t.Errorf("root's file has %d links (%v), want 1", st.Nlink, err)
+	}
+
+	// Xattr read (user.* needs read permission on the file).
+	for name, v := range map[string]string{"xpub": "pub-value", "xsec": "sec-value"} {
+		if err := unix.Setxattr(e.outside+"/"+name, "user.k", []byte(v), 0); err != nil {
+			t.Skipf("no user xattrs on %s: %v", e.outside, err)
+		}
+	}
+	if out, err := as("getfattr", "--absolute-names", "--only-values", "-n", "user.k", e.m("x")); err != nil || out != "pub-value" {
+		t.Fatalf("control: nobody reads user.k of x -> xpub: %q, %v", out, err)
+	}
+	retarget("x", e.outside+"/xsec")
+	if out, err := as("getfattr", "--absolute-names", "--only-values", "-n", "user.k", e.m("x")); err == nil || strings.Contains(out, "sec-value") {
+		t.Errorf("nobody read user.k of x after it was retargeted to a root-only file: %q, %v", out, err)
 	}
 }

@@ -293,11 +293,11 @@
 // CREATE that finds its name existing (it appeared since the kernel looked) gets
 // ESTALE for the same reason, and read opens carry O_NONBLOCK as write opens do, so
 // a FIFO found at a regular file's place cannot hold a request. TestConfusedDeputy
-// (read, write, chmod, hard link; each fails without the check). As root a hard
+// (read, write, chmod, hard link, xattr read; each fails without the check). As root a hard
 // link is made from the checked descriptor itself (linkat AT_EMPTY_PATH); an
 // unprivileged daemon links the name checked just before. Left: the sticky-bit
 // check of an unlink or rename, which the kernel makes on the victim's cached
-// owner, is not repeated; no test covers the xattr reads or the FIFO.
+// owner, is not repeated; no test covers the FIFO.
 //
 // It does not protect against: writes that do not go through the mount (the same
 // process writing SOURCE directly: confine it with toh-exec); a directory moved out
