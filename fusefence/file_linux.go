@@ -63,7 +63,8 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		}
 		return n.writeHandle(ctx, h, flags, false)
 	}
-	fd, errno := n.openNode(hostFlags(flags))
+	var st unix.Stat_t
+	fd, errno := n.openNode(hostFlags(flags), &st)
 	if errno != 0 {
 		return nil, 0, errno
 	}

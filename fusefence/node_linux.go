@@ -60,12 +60,11 @@ func (n *node) isNode(st *unix.Stat_t, gen uint64) bool {
 	return gen == 0 || n == n.f.root || got.Gen == want.Gen
 }
 
-// holdsNode checks that fd is n's inode (see isNode); otherwise it closes fd and
-// answers ESTALE.
-func (n *node) holdsNode(fd int) syscall.Errno {
-	var st unix.Stat_t
-	gen, err := statxFd(fd, &st)
-	if err == nil && !n.isNode(&st, gen) {
+// holdsNode checks that fd is n's inode (see isNode), filling st; otherwise it
+// closes fd and answers ESTALE.
+func (n *node) holdsNode(fd int, st *unix.Stat_t) syscall.Errno {
+	gen, err := statxFd(fd, st)
+	if err == nil && !n.isNode(st, gen) {
 		err = syscall.ESTALE
 	}
 	if err != nil {
@@ -75,18 +74,18 @@ func (n *node) holdsNode(fd int) syscall.Errno {
 	return 0
 }
 
-// openNode opens n's host object for reading, and only that object (see isNode).
-// O_NONBLOCK keeps a FIFO found there from holding the request; the caller's own
-// O_NONBLOCK is restored on what is opened.
-func (n *node) openNode(flags int) (int, syscall.Errno) {
+// openNode opens n's host object for reading, and only that object (see isNode),
+// filling st. O_NONBLOCK keeps a FIFO found there from holding the request; the
+// caller's own O_NONBLOCK is restored on a file (a directory's listing ignores it).
+func (n *node) openNode(flags int, st *unix.Stat_t) (int, syscall.Errno) {
 	fd, errno := n.f.openRead(n.parentNode(), n.rel(), flags|unix.O_NONBLOCK)
 	if errno != 0 {
 		return -1, errno
 	}
-	if errno := n.holdsNode(fd); errno != 0 {
+	if errno := n.holdsNode(fd, st); errno != 0 {
 		return -1, errno
 	}
-	if flags&unix.O_NONBLOCK == 0 {
+	if flags&(unix.O_NONBLOCK|unix.O_DIRECTORY) == 0 {
 		fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
 		if err == nil {
 			_, err = unix.FcntlInt(uintptr(fd), unix.F_SETFL, fl&^unix.O_NONBLOCK)
@@ -655,14 +654,10 @@ var _ = (fs.NodeReaddirer)((*node)(nil))
 // is how READDIR arrives without OPENDIR (see noopendir).
 func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	rel := n.rel()
-	fd, errno := n.openNode(unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC)
+	var st unix.Stat_t
+	fd, errno := n.openNode(unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, &st)
 	if errno != 0 {
 		return nil, errno
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Close(fd)
-		return nil, toErrno(err)
 	}
 	ds, errno := fs.NewLoopbackDirStreamFd(fd)
 	if errno != 0 {
@@ -778,7 +773,8 @@ func (n *node) pathNode() (int, syscall.Errno) {
 	if err != nil {
 		return -1, toErrno(err)
 	}
-	if errno := n.holdsNode(fd); errno != 0 {
+	var st unix.Stat_t
+	if errno := n.holdsNode(fd, &st); errno != 0 {
 		return -1, errno
 	}
 	return fd, 0
