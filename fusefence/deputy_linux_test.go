@@ -1,11 +1,16 @@
 package fusefence
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -134,5 +139,227 @@ func TestConfusedDeputy(t *testing.T) {
 	retarget("x", e.outside+"/xsec")
 	if out, err := as("getfattr", "--absolute-names", "--only-values", "-n", "user.k", e.m("x")); err == nil || strings.Contains(out, "sec-value") {
 		t.Errorf("nobody read user.k of x after it was retargeted to a root-only file: %q, %v", out, err)
+	}
+}
+
+// TestConfusedDeputyNames: the kernel checks a caller's right to add or remove a
+// name against the cached attributes of the directory and, in a sticky directory,
+// of the victim. A directory replaced on the host within the cache timeout (another
+// moved in at its name) must not receive new names from a caller who may not write
+// it, and a file replaced in a sticky directory must not be removed or renamed, or
+// renamed over, by a caller who does not own it. Each case has its positive control
+// (the same call before the swap succeeds) and its negative one (the host is as it
+// was).
+func TestConfusedDeputyNames(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the daemon is a deputy only as root (allow_other, default_permissions)")
+	}
+	const nobody = 65534
+	ops := []struct {
+		name string
+		cmd  func(dir string) []string
+	}{
+		{"create", func(dir string) []string { return []string{"touch", dir + "/new"} }},
+		{"mkdir", func(dir string) []string { return []string{"mkdir", dir + "/new"} }},
+		{"symlink", func(dir string) []string { return []string{"ln", "-s", "x", dir + "/new"} }},
+		{"mknod", func(dir string) []string { return []string{"mkfifo", dir + "/new"} }},
+		{"rename", func(dir string) []string { return []string{"mv", filepath.Dir(dir) + "/nb/rename", dir + "/new"} }},
+		{"link", func(dir string) []string { return []string{"ln", filepath.Dir(dir) + "/nb/link", dir + "/new"} }},
+	}
+	tree := []string{"dir src/tmp", "file src/nb/rename mine", "file src/nb/link mine"}
+	for _, op := range ops {
+		tree = append(tree, "dir src/pub-"+op.name, "dir src/priv-"+op.name)
+	}
+	e := newEnv(t, policy.WorkspaceWrite, tree...)
+	if err := os.Chmod(e.base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(e.s("tmp"), os.ModeSticky|0o777); err != nil {
+		t.Fatal(err)
+	}
+	chown := []string{e.s("nb"), e.s("nb/rename"), e.s("nb/link")}
+	for _, op := range ops {
+		chown = append(chown, e.s("pub-"+op.name))
+	}
+	for _, p := range chown {
+		if err := os.Chown(p, nobody, nobody); err != nil {
+			t.Fatal(err)
+		}
+	}
+	as := func(args ...string) (string, error) {
+		cmd := exec.Command(args[0], args[1:]...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+
+	// New names in a directory replaced on the host: pub-OP (nobody's) is renamed
+	// away and priv-OP (root's, 0755) moved in at its name.
+	for _, op := range ops {
+		pub := e.m("pub-" + op.name)
+		// The control's changes drop the directory's cached attributes; the stat
+		// caches them again, as the kernel then checks the caller against them.
+		if out, err := as("sh", "-c", "touch "+pub+"/control && rm "+pub+"/control && stat "+pub); err != nil {
+			t.Fatalf("%s control: nobody adds a name in its own directory: %q, %v", op.name, out, err)
+		}
+		if err := os.Rename(e.s("pub-"+op.name), e.s("old-"+op.name)); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(e.s("priv-"+op.name), e.s("pub-"+op.name)); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := as(op.cmd(pub)...); err == nil {
+			t.Errorf("%s: nobody added a name in root's directory moved in at its own's name: %q", op.name, out)
+		}
+		if _, err := os.Lstat(e.s("pub-" + op.name + "/new")); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: root's directory has a new entry (%v)", op.name, err)
+		}
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(e.s("nb/rename"), &st); err != nil {
+		t.Errorf("nobody's file moved: %v", err)
+	}
+	if err := syscall.Stat(e.s("nb/link"), &st); err != nil || st.Nlink != 1 {
+		t.Errorf("nobody's file has %d links (%v), want 1", st.Nlink, err)
+	}
+
+	// Removing and replacing in a sticky directory: a file of nobody's, looked up
+	// through the mount, replaced on the host by one of root's.
+	replace := func(name string) {
+		t.Helper()
+		if err := os.Remove(e.s("tmp/" + name)); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(e.s("tmp/"+name), []byte("root's"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rootsIntact := func(what, name string) {
+		t.Helper()
+		if b, err := os.ReadFile(e.s("tmp/" + name)); err != nil || string(b) != "root's" {
+			t.Errorf("%s: root's file tmp/%s is now %q (%v)", what, name, b, err)
+		}
+	}
+	for _, name := range []string{"u", "s", "d", "x", "mine1", "mine2", "mine3"} {
+		if out, err := as("sh", "-c", "echo mine > "+e.m("tmp/"+name)); err != nil {
+			t.Fatalf("control: nobody creates tmp/%s: %q, %v", name, out, err)
+		}
+	}
+	if out, err := as("sh", "-c", "touch "+e.m("tmp/c")+" && mv "+e.m("tmp/c")+" "+e.m("tmp/c2")+" && rm "+e.m("tmp/c2")); err != nil {
+		t.Fatalf("control: nobody renames and removes its own file in the sticky directory: %q, %v", out, err)
+	}
+	if out, err := as("stat", e.m("tmp/u"), e.m("tmp/s"), e.m("tmp/d"), e.m("tmp/x")); err != nil {
+		t.Fatalf("stat: %q, %v", out, err)
+	}
+	replace("u")
+	if out, err := as("rm", "-f", e.m("tmp/u")); err == nil {
+		t.Errorf("unlink: nobody removed root's file from the sticky directory: %q", out)
+	}
+	rootsIntact("unlink", "u")
+	replace("s")
+	if out, err := as("mv", "-T", e.m("tmp/s"), e.m("tmp/s2")); err == nil {
+		t.Errorf("rename: nobody renamed root's file in the sticky directory: %q", out)
+	}
+	rootsIntact("rename from", "s")
+	replace("d")
+	if out, err := as("mv", "-T", e.m("tmp/mine1"), e.m("tmp/d")); err == nil {
+		t.Errorf("rename over: nobody replaced root's file in the sticky directory: %q", out)
+	}
+	rootsIntact("rename over", "d")
+	// RENAME_EXCHANGE: the kernel looks the second name up again for a plain rename
+	// (LOOKUP_RENAME_TARGET), which catches the cases above and below by itself,
+	// but not for an exchange.
+	replace("x")
+	if err := onNobodyThread(func() error {
+		return unix.Renameat2(unix.AT_FDCWD, e.m("tmp/mine3"), unix.AT_FDCWD, e.m("tmp/x"), unix.RENAME_EXCHANGE)
+	}); err == nil {
+		t.Errorf("exchange: nobody exchanged its file with root's in the sticky directory")
+	}
+	rootsIntact("exchange", "x")
+	// A name the kernel saw free (a negative entry, when it keeps one) that root's
+	// file took on the host since.
+	if _, err := as("stat", e.m("tmp/free")); err == nil {
+		t.Fatal("tmp/free exists")
+	}
+	if err := os.WriteFile(e.s("tmp/free"), []byte("root's"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := as("mv", "-T", e.m("tmp/mine2"), e.m("tmp/free")); err == nil {
+		t.Errorf("rename onto a free name: nobody replaced root's file that took it: %q", out)
+	}
+	rootsIntact("rename onto a free name", "free")
+}
+
+// onNobodyThread runs fn on an OS thread whose credentials alone are nobody's
+// (credentials are per thread in Linux; the raw calls bypass Go's setuid, which
+// changes every thread), for system calls no command-line tool makes. The thread
+// is never unlocked, so it ends with the goroutine.
+func onNobodyThread(fn func() error) error {
+	const nobody = 65534
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		for _, c := range [][4]uintptr{{unix.SYS_SETGROUPS, 0, 0, 0}, {unix.SYS_SETRESGID, nobody, nobody, nobody}, {unix.SYS_SETRESUID, nobody, nobody, nobody}} {
+			if _, _, e := unix.RawSyscall(c[0], c[1], c[2], c[3]); e != 0 {
+				errc <- e
+				return
+			}
+		}
+		errc <- fn()
+	}()
+	return <-errc
+}
+
+// TestFIFOAtAFilesPlace: a regular file replaced on the host by a FIFO, opened for
+// reading through the mount within the cache timeout, reaches the daemon as an
+// OPEN of a regular file. The daemon must not wait in that open for a writer (a few
+// such opens would hold every thread that reads requests, and the mount with
+// them): it opens without blocking, finds another inode, and answers ESTALE; the
+// kernel looks the name up again and the caller waits for a writer in the kernel's
+// own FIFO code, as on any file system. The negative control is the caller's wait
+// channel: without O_NONBLOCK it waits for the daemon's answer instead.
+func TestFIFOAtAFilesPlace(t *testing.T) {
+	e := newEnv(t, policy.WorkspaceWrite, "file src/f content")
+	if b, err := os.ReadFile(e.m("f")); err != nil || string(b) != "content" {
+		t.Fatalf("control: read f -> content: %q, %v", b, err)
+	}
+	if err := os.Remove(e.s("f")); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mkfifo(e.s("f"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cat := exec.Command("cat", e.m("f"))
+	if err := cat.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cat.Wait() }()
+	var wchan string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/wchan", cat.Process.Pid))
+		if wchan = string(b); wchan == "wait_for_partner" {
+			break
+		}
+	}
+	// Release a daemon that waits in the host's FIFO for a writer (a reader-writer
+	// open of a FIFO never blocks, and wakes its readers), then end cat: a caller
+	// whose request the daemon holds cannot be killed until it is answered. (The
+	// mount's FIFO is another pipe: the kernel keeps a FUSE FIFO to itself.)
+	w, err := os.OpenFile(e.s("f"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	cat.Process.Kill()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		e.abort()
+		<-done
+		t.Error("cat was not ended by SIGKILL within 10 s")
+	}
+	if wchan != "wait_for_partner" {
+		t.Errorf("the reader of the FIFO waits in %q, want the kernel's FIFO wait (wait_for_partner): the daemon held its OPEN", wchan)
 	}
 }

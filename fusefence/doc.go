@@ -295,9 +295,26 @@
 // a FIFO found at a regular file's place cannot hold a request. TestConfusedDeputy
 // (read, write, chmod, hard link, xattr read; each fails without the check). As root a hard
 // link is made from the checked descriptor itself (linkat AT_EMPTY_PATH); an
-// unprivileged daemon links the name checked just before. Left: the sticky-bit
-// check of an unlink or rename, which the kernel makes on the victim's cached
-// owner, is not repeated; no test covers the FIFO.
+// unprivileged daemon links the name checked just before.
+//
+// Names are checked the same way. The kernel checks the caller's right to add or
+// remove a name against the directory's cached attributes, so every create, mkdir,
+// mknod, symlink, link, unlink, rmdir and both ends of a rename act only in the
+// directory the parent node stands for (grant.inDir: the canonical parent the
+// decision was made on is that inode), or answer ESTALE: a user's directory
+// renamed away on the host and root's moved in at its name would otherwise receive
+// the user's new names. A name removed or replaced (unlink, rmdir, both ends of a
+// rename or exchange) must also still be the inode the kernel knows under it, or
+// absent where it knows none (node.holdsEntry): in a sticky directory the kernel
+// tests the victim's cached owner, and as root the daemon would remove or replace
+// another user's file that took the name since. The kernel itself looks a plain
+// rename's destination up again, but not an exchange's. TestConfusedDeputyNames
+// (every name-adding operation in a swapped directory; unlink, rename, exchange in a
+// sticky one; each fails without the checks, the rename destinations aside).
+// TestFIFOAtAFilesPlace: a FIFO found at a file's place leaves the caller waiting
+// in the kernel's FIFO code, not the daemon (it fails without O_NONBLOCK). These
+// checks narrow a race to the microseconds between the check and the call; they
+// cannot close it: no system call removes a name only if it is a given inode.
 //
 // It does not protect against: writes that do not go through the mount (the same
 // process writing SOURCE directly: confine it with toh-exec); a directory moved out

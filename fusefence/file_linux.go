@@ -183,6 +183,9 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	defer s.release()
 	rel := childRel(n.rel(), name)
 	g, errno := n.f.judge(ctx, s, "create", rel, formEntry, reachCarrier)
+	if errno == 0 {
+		errno = g.inDir(n)
+	}
 	if errno != 0 {
 		return nil, nil, 0, errno
 	}

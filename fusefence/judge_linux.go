@@ -46,6 +46,7 @@ type grant struct {
 	// The canonical parent's identity when the decision was made; the descriptor
 	// the mutation goes through must still be that directory.
 	parentDev, parentIno uint64
+	parentGen            uint64 // its birth time, 0 when unknown (see isNode)
 	parentMode           uint32 // set by parent()
 }
 
@@ -55,7 +56,7 @@ func (f *fence) judge(ctx context.Context, s *snapshot, op, rel string, fm form,
 	if s.err != nil {
 		return nil, f.deny(ctx, s, op, rel, f.host(rel), RulePolicyInvalid)
 	}
-	target, parentSt, ok := f.resolve(rel, fm)
+	target, parentSt, parentGen, ok := f.resolve(rel, fm)
 	if !ok || f.mountpoint != "" && canon.LexicallyWithin(target, f.mountpoint) {
 		return nil, f.deny(ctx, s, op, rel, target, RuleOwnMount)
 	}
@@ -83,23 +84,25 @@ func (f *fence) judge(ctx context.Context, s *snapshot, op, rel string, fm form,
 	if p.Rel != "." {
 		if parentSt == nil {
 			parentSt = new(unix.Stat_t)
-			if err := unix.Stat(path.Dir(target), parentSt); err != nil {
+			var err error
+			if parentGen, err = statx(path.Dir(target), 0, parentSt); err != nil {
 				return nil, toErrno(err)
 			}
 		}
-		g.parentDev, g.parentIno = uint64(parentSt.Dev), parentSt.Ino
+		g.parentDev, g.parentIno, g.parentGen = uint64(parentSt.Dev), parentSt.Ino, parentGen
 	}
 	return g, 0
 }
 
 // canonical is the canonical host target of rel in form fm.
 func (f *fence) canonical(rel string, fm form) string {
-	target, _, _ := f.resolve(rel, fm)
+	target, _, _, _ := f.resolve(rel, fm)
 	return target
 }
 
 // resolve re-resolves rel now: its canonical host target in form fm, and, when it
-// came for free, what stat says of the target's parent directory (nil otherwise).
+// came for free, what statx says of the target's parent directory (nil otherwise)
+// with its generation (see statxAt).
 //
 // The host spelling of a path in the mirror is SOURCE (canonical) and the node
 // names, so it is almost always canonical already. One openat2 from "/" that
@@ -109,10 +112,10 @@ func (f *fence) canonical(rel string, fm form) string {
 // symlink on the way or in the last component of an inode target, a missing
 // directory, no openat2) is canon.Canonical's, as before, except that it never
 // looks a name up inside this mount: ok is false when rel leads back into it.
-func (f *fence) resolve(rel string, fm form) (target string, parentSt *unix.Stat_t, ok bool) {
+func (f *fence) resolve(rel string, fm form) (target string, parentSt *unix.Stat_t, parentGen uint64, ok bool) {
 	if rel == "" {
 		target, ok = f.canon(f.host(rel))
-		return target, nil, ok
+		return target, nil, 0, ok
 	}
 	dir, base := "", rel
 	if i := strings.LastIndexByte(rel, '/'); i >= 0 {
@@ -132,23 +135,24 @@ func (f *fence) resolve(rel string, fm form) (target string, parentSt *unix.Stat
 			err := unix.Fstatat(fd, base, &st, unix.AT_SYMLINK_NOFOLLOW)
 			if err == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK || err != nil && err != unix.ENOENT {
 				target, ok = f.canon(f.host(rel))
-				return target, nil, ok
+				return target, nil, 0, ok
 			}
 		}
-		if err := unix.Fstat(fd, &st); err != nil {
-			return joined, nil, true
+		gen, err := statxFd(fd, &st)
+		if err != nil {
+			return joined, nil, 0, true
 		}
-		return joined, &st, true
+		return joined, &st, gen, true
 	}
 	if fm == formInode {
 		target, ok = f.canon(f.host(rel))
-		return target, nil, ok
+		return target, nil, 0, ok
 	}
 	parent, ok := f.canon(hostDir)
 	if parent == "/" {
-		return "/" + base, nil, ok
+		return "/" + base, nil, 0, ok
 	}
-	return parent + "/" + base, nil, ok
+	return parent + "/" + base, nil, 0, ok
 }
 
 // noOpenat2 is set once openat2 answered ENOSYS.
@@ -206,6 +210,26 @@ func (g *grant) parent() (dirFd int, base string, errno syscall.Errno) {
 	}
 	g.parentMode = st.Mode
 	return dirFd, base, 0
+}
+
+// inDir checks that the directory the decision placed the name in is dir's inode
+// (see isNode): the one whose cached attributes the kernel checked the caller's
+// write and search permission against before sending a request that adds or
+// removes a name in dir. A directory replaced on the host within the cache timeout
+// (renamed away and another moved in, or a symlink put at its name) gets ESTALE,
+// on which the kernel looks it up again and checks the caller against what is
+// there now; as root the daemon would otherwise add or remove names in a directory
+// the caller may not write.
+func (g *grant) inDir(dir *node) syscall.Errno {
+	if g.p.Rel == "." {
+		return syscall.ESTALE // a root's own name: judge denies it as an entry
+	}
+	st := unix.Stat_t{Mode: unix.S_IFDIR, Ino: g.parentIno}
+	setNum(&st.Dev, int64(g.parentDev))
+	if !dir.isNode(&st, g.parentGen) {
+		return syscall.ESTALE
+	}
+	return 0
 }
 
 // leaf opens the target itself as O_PATH without following it, for inode

@@ -20,6 +20,9 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	// reachInode: an empty directory at an ancestor of a protected path (mkdir .git)
 	// is harmless, since the protected path beneath it stays denied.
 	g, errno := n.f.judge(ctx, s, "mkdir", childRel(n.rel(), name), formEntry, reachInode)
+	if errno == 0 {
+		errno = g.inDir(n)
+	}
 	if errno != 0 {
 		return nil, errno
 	}
@@ -53,6 +56,9 @@ func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 		return nil, syscall.EINVAL
 	}
 	g, errno := n.f.judge(ctx, s, "mknod", rel, formEntry, reachCarrier)
+	if errno == 0 {
+		errno = g.inDir(n)
+	}
 	if errno != 0 {
 		return nil, errno
 	}
@@ -80,6 +86,9 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	defer s.release()
 	rel := childRel(n.rel(), name)
 	g, errno := n.f.judge(ctx, s, "symlink", rel, formEntry, reachCarrier)
+	if errno == 0 {
+		errno = g.inDir(n)
+	}
 	if errno != 0 {
 		return nil, errno
 	}
@@ -123,6 +132,9 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 		return nil, errno
 	}
 	gd, errno := n.f.judge(ctx, s, "link", rel, formEntry, reachCarrier)
+	if errno == 0 {
+		errno = gd.inDir(n)
+	}
 	if errno != 0 {
 		return nil, errno
 	}
@@ -196,6 +208,9 @@ func (n *node) remove(ctx context.Context, op, name string, flags int) syscall.E
 	s := n.f.acquire()
 	defer s.release()
 	g, errno := n.f.judge(ctx, s, op, childRel(n.rel(), name), formEntry, reachInode)
+	if errno == 0 {
+		errno = g.inDir(n)
+	}
 	if errno != 0 {
 		return errno
 	}
@@ -204,11 +219,12 @@ func (n *node) remove(ctx context.Context, op, name string, flags int) syscall.E
 		return errno
 	}
 	defer unix.Close(dirFd)
-	if flags&unix.AT_REMOVEDIR != 0 {
-		var st unix.Stat_t
-		if err := unix.Fstatat(dirFd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
-			flags &^= unix.AT_REMOVEDIR
-		}
+	var st unix.Stat_t
+	if errno := n.holdsEntry(name, dirFd, base, &st); errno != 0 {
+		return errno
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		flags &^= unix.AT_REMOVEDIR
 	}
 	if err := unix.Unlinkat(dirFd, base, flags); err != nil {
 		return toErrno(err)
@@ -234,10 +250,16 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	s := n.f.acquire()
 	defer s.release()
 	g1, errno := n.f.judge(ctx, s, "rename", childRel(n.rel(), name), formEntry, reachCarrier)
+	if errno == 0 {
+		errno = g1.inDir(n)
+	}
 	if errno != 0 {
 		return errno
 	}
 	g2, errno := n.f.judge(ctx, s, "rename", childRel(np.rel(), newName), formEntry, reachCarrier)
+	if errno == 0 {
+		errno = g2.inDir(np)
+	}
 	if errno != 0 {
 		return errno
 	}
@@ -251,6 +273,13 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		return errno
 	}
 	defer unix.Close(d2)
+	var st unix.Stat_t
+	if errno := n.holdsEntry(name, d1, b1, &st); errno != 0 {
+		return errno
+	}
+	if errno := np.holdsEntry(newName, d2, b2, &st); errno != 0 {
+		return errno
+	}
 	if err := unix.Renameat2(d1, b1, d2, b2, uint(flags)); err != nil {
 		return toErrno(err)
 	}

@@ -74,6 +74,55 @@ func (n *node) holdsNode(fd int, st *unix.Stat_t) syscall.Errno {
 	return 0
 }
 
+// holdsEntry checks, before a name is removed or replaced in directory node n,
+// that the host entry base of the verified parent dirFd (n's name) is what the
+// kernel knows under that name: the inode it checked the caller against (the
+// sticky bit's owner test, the write permission a directory moved to another parent
+// needs), or no entry when it knows none (a rename onto a name it saw as free).
+// Anything else appeared on the host within the cache timeout; as root the daemon
+// would remove another user's file from a sticky directory for the caller. It
+// answers ESTALE, on which the kernel looks the name up again and checks what is
+// there now. st is the host entry itself (lstat), zero when there is none.
+func (n *node) holdsEntry(name string, dirFd int, base string, st *unix.Stat_t) syscall.Errno {
+	*st = unix.Stat_t{}
+	gen, err := statxAt(dirFd, base, unix.AT_SYMLINK_NOFOLLOW, st)
+	if err == unix.ENOENT {
+		*st = unix.Stat_t{}
+		return 0 // nothing there to act on: the call itself answers
+	}
+	if err != nil {
+		return toErrno(err)
+	}
+	isLink := st.Mode&unix.S_IFMT == unix.S_IFLNK
+	ch := n.GetChild(name)
+	if ch == nil {
+		if isLink {
+			// A link that leads nowhere is not shown (see present): the kernel saw
+			// the name free, as the mirror shows it.
+			if _, _, errno := n.f.presentIn(n, childRel(n.rel(), name)); errno == syscall.ENOENT {
+				return 0
+			}
+		}
+		return syscall.ESTALE
+	}
+	c, ok := ch.Operations().(*node)
+	if !ok {
+		return syscall.ESTALE
+	}
+	if isLink && !c.isSymlink() {
+		// A link the mirror shows as what it leads to (see present).
+		shown, gen, errno := n.f.presentIn(n, childRel(n.rel(), name))
+		if errno != 0 || !c.isNode(&shown, gen) {
+			return syscall.ESTALE
+		}
+		return 0
+	}
+	if !c.isNode(st, gen) {
+		return syscall.ESTALE
+	}
+	return 0
+}
+
 // openNode opens n's host object for reading, and only that object (see isNode),
 // filling st. O_NONBLOCK keeps a FIFO found there from holding the request; the
 // caller's own O_NONBLOCK is restored on a file (a directory's listing ignores it).

@@ -71,7 +71,7 @@ func TestResolveMatchesCanonical(t *testing.T) {
 	fast := 0
 	for _, rel := range rels {
 		for _, fm := range []form{formEntry, formInode} {
-			got, st, ok := f.resolve(rel, fm)
+			got, st, _, ok := f.resolve(rel, fm)
 			if !ok {
 				t.Errorf("resolve(%q, %d): leads into the mount, with no mount", rel, fm)
 			}
