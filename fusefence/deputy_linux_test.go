@@ -363,3 +363,53 @@ func TestFIFOAtAFilesPlace(t *testing.T) {
 		t.Errorf("the reader of the FIFO waits in %q, want the kernel's FIFO wait (wait_for_partner): the daemon held its OPEN", wchan)
 	}
 }
+
+// TestConfusedDeputyDirectoryRead: the kernel checks a caller's search permission
+// on a directory against its cached attributes. A directory the caller may search,
+// renamed away on the host and replaced at its name by root's private one within
+// the cache timeout, must not show the caller the private one's entries, nor open
+// a world-readable file in it (which the caller cannot reach on the host).
+func TestConfusedDeputyDirectoryRead(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the daemon is a deputy only as root (allow_other, default_permissions)")
+	}
+	const nobody = 65534
+	e := newEnv(t, policy.WorkspaceWrite, "dir src/pub", "file src/priv/readable secret")
+	if err := os.Chmod(e.base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(e.s("priv"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(e.s("priv/readable"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(e.s("pub"), nobody, nobody); err != nil {
+		t.Fatal(err)
+	}
+	as := func(args ...string) (string, error) {
+		cmd := exec.Command(args[0], args[1:]...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := as("cat", e.m("priv/readable")); err == nil {
+		t.Fatalf("control: nobody read a file in root's private directory: %q", out)
+	}
+	// Caches pub's attributes, not its entries.
+	if out, err := as("stat", e.m("pub")); err != nil {
+		t.Fatalf("control: nobody stats its directory: %q, %v", out, err)
+	}
+	if err := os.Rename(e.s("pub"), e.s("pub.old")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(e.s("priv"), e.s("pub")); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := as("cat", e.m("pub/readable")); err == nil || strings.Contains(out, "secret") {
+		t.Errorf("nobody read a file in root's private directory moved in at its own's name: %q, %v", out, err)
+	}
+	if b, err := os.ReadFile(e.m("pub/readable")); err != nil || string(b) != "secret" {
+		t.Errorf("control: root reads pub/readable -> secret: %q, %v", b, err)
+	}
+}

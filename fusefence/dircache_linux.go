@@ -138,21 +138,55 @@ func (f *fence) sweepLoop(stop <-chan struct{}) {
 }
 
 // hostParentIn is hostParent for an entry of the directory node dir (nil when
-// unknown), through dir's cache.
+// unknown), through dir's cache. The directory found must be dir's inode (see
+// isNode): the kernel checked the caller's search permission against dir's cached
+// attributes, and a directory put at dir's name on the host since (a user's own
+// renamed away, root's private one moved in) would otherwise show the caller its
+// entries, and open them when their own modes allow. ESTALE then, on which the
+// kernel looks the path up again. A cached descriptor is dir's by construction.
 func (f *fence) hostParentIn(dir *node, rel string) (hostParentDir, syscall.Errno) {
-	if dir == nil || f.timeout <= 0 {
+	if dir == nil {
 		return f.hostParent(rel)
 	}
 	key := f.host(parentRel(rel))
 	base := rel[strings.LastIndexByte(rel, '/')+1:]
 	now := time.Now()
-	if p, ok := dir.dirc.get(key, now); ok {
-		p.base = base
-		return p, 0
+	if f.timeout > 0 {
+		if p, ok := dir.dirc.get(key, now); ok {
+			p.base = base
+			return p, 0
+		}
 	}
 	p, errno := f.hostParent(rel)
-	if errno != 0 || p.fd < 0 {
+	if errno != 0 {
 		return p, errno
 	}
+	if errno := dir.holdsDir(p); errno != 0 {
+		p.close()
+		return hostParentDir{}, errno
+	}
+	if p.fd < 0 || f.timeout <= 0 {
+		return p, 0
+	}
 	return f.cacheDir(&dir.dirc, key, p, now.Add(f.timeout)), 0
+}
+
+// holdsDir checks that p, the host directory just found for n's entries, is n's
+// inode (see isNode).
+func (n *node) holdsDir(p hostParentDir) syscall.Errno {
+	var st unix.Stat_t
+	var gen uint64
+	var err error
+	if p.fd >= 0 {
+		gen, err = statxFd(p.fd, &st)
+	} else {
+		gen, err = statx(p.path, 0, &st)
+	}
+	if err != nil {
+		return toErrno(err)
+	}
+	if !n.isNode(&st, gen) {
+		return syscall.ESTALE
+	}
+	return 0
 }

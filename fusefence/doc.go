@@ -308,7 +308,11 @@
 // absent where it knows none (node.holdsEntry): in a sticky directory the kernel
 // tests the victim's cached owner, and as root the daemon would remove or replace
 // another user's file that took the name since. The kernel itself looks a plain
-// rename's destination up again, but not an exchange's. TestConfusedDeputyNames
+// rename's destination up again, but not an exchange's. Reads of a directory's
+// entries (lookup, getattr, readlink, open) go through a host directory that must
+// be the directory node's inode too (hostParentIn), or a user's directory replaced
+// by root's private one would show its entries and open those whose own modes
+// allow it (TestConfusedDeputyDirectoryRead). TestConfusedDeputyNames
 // (every name-adding operation in a swapped directory; unlink, rename, exchange in a
 // sticky one; each fails without the checks, the rename destinations aside).
 // TestFIFOAtAFilesPlace: a FIFO found at a file's place leaves the caller waiting
