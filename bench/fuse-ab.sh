@@ -5,8 +5,12 @@
 #
 #   sudo bench/fuse-ab.sh HEAD~1                 # find -ls and git status, caches expired
 #   sudo ROUNDS=16 STATE=warm bench/fuse-ab.sh 137abad
+#   sudo WORKLOADS=rm ROUNDS=8 bench/fuse-ab.sh 2627f3d   # rm -rf of the whole tree
 #
 # Environment:
+#   WORKLOADS find, git, rm (default "find git"). rm: each timed run removes a copy of
+#             the tree extracted natively into SOURCE/scratch and listed once through
+#             the mount right before (STATE does not apply)
 #   STATE     expired: each timed run starts 1.2 s after a warm-up run, so every entry
 #             the kernel cached has expired and each name is looked up again (what an
 #             agent re-running find every few seconds sees); warm: two warm-up runs
@@ -23,6 +27,7 @@ prog=$(basename "$0")
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 STATE=${STATE:-expired}
 ROUNDS=${ROUNDS:-10}
+WORKLOADS=${WORKLOADS:-find git}
 WORK=${WORK:-/var/tmp/toh-fusebench}
 
 die() { echo "$prog: $*" >&2; exit 1; }
@@ -32,6 +37,9 @@ die() { echo "$prog: $*" >&2; exit 1; }
 command -v perf >/dev/null || die "perf is not installed (apt-get install linux-perf)"
 [[ -d $WORK/ws/tree/.git ]] || die "$WORK/ws/tree is missing: run bench/fuse.sh once to prepare it"
 case $STATE in expired | warm) ;; *) die "STATE=$STATE: want expired or warm" ;; esac
+for w in $WORKLOADS; do
+	case $w in find | git | rm) ;; *) die "unknown workload $w: want find, git or rm" ;; esac
+done
 old_rev=$(git -C "$repo" rev-parse --short "$1")
 
 tmp=$(mktemp -d /var/tmp/toh-fuse-ab.XXXXXX)
@@ -44,7 +52,7 @@ cleanup() {
 	done
 	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
 	git -C "$repo" worktree remove --force "$tmp/old-tree" 2>/dev/null || true
-	rm -rf "$tmp"
+	rm -rf "$tmp" "$src/scratch/ab-rm"
 }
 trap cleanup EXIT
 
@@ -68,17 +76,25 @@ run() { # run WORKLOAD MOUNT
 	case $1 in
 	find) find "$2/tree" -ls >/dev/null ;;
 	git) git -C "$2/tree" status --porcelain >/dev/null ;;
+	rm) rm -rf "$2/scratch/ab-rm" ;;
 	esac
 }
 : >"$tmp/times"
-for w in find git; do
+for w in $WORKLOADS; do
 	for r in $(seq "$ROUNDS"); do
 		order="old new"
 		((r % 2)) || order="new old"
 		for b in $order; do
 			m=$tmp/mnt-$b
-			run "$w" "$m"
-			if [[ $STATE == expired ]]; then sleep 1.2; else run "$w" "$m"; fi
+			if [[ $w == rm ]]; then
+				mkdir -p "$src/scratch/ab-rm"
+				tar -xf "$WORK/tree.tar" -C "$src/scratch/ab-rm"
+				sync
+				find "$m/scratch/ab-rm" >/dev/null
+			else
+				run "$w" "$m"
+				if [[ $STATE == expired ]]; then sleep 1.2; else run "$w" "$m"; fi
+			fi
 			start=$(date +%s%N)
 			perf stat -x, -e task-clock -p "${pid[$b]}" -o "$tmp/stat" -- bash -c "$(declare -f run); run $w $m"
 			end=$(date +%s%N)
@@ -89,11 +105,11 @@ for w in find git; do
 done
 
 median() { sort -n | awk '{a[NR]=$1} END {if (NR) print a[int((NR+1)/2)]}'; }
-echo "toh-mount $old_rev (old) against the working tree (new), $STATE caches, $ROUNDS rounds, $(date -u +%Y-%m-%dT%H:%MZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "toh-mount $old_rev (old) against the working tree (new), $STATE caches (find, git), $ROUNDS rounds, $(date -u +%Y-%m-%dT%H:%MZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 echo "| workload | old wall ms | new wall ms | new/old | old daemon CPU ms | new daemon CPU ms | new/old |"
 echo "|---|--:|--:|--:|--:|--:|--:|"
-for w in find git; do
+for w in $WORKLOADS; do
 	ow=$(awk -v w="$w" '$1 == w && $2 == "old" {print $3 / 1000}' "$tmp/times" | median)
 	nw=$(awk -v w="$w" '$1 == w && $2 == "new" {print $3 / 1000}' "$tmp/times" | median)
 	oc=$(awk -v w="$w" '$1 == w && $2 == "old" {print $4}' "$tmp/times" | median)

@@ -345,6 +345,11 @@
 //   - Record locks (fcntl, flock) are kept by the kernel for the mount: they work
 //     between processes using the mount, but processes using SOURCE directly do not
 //     see them.
+//   - SOURCE itself replaced on the host (renamed away and another directory made
+//     at its path) is another directory than the one mounted: the mount answers
+//     ESTALE from then on (its root is no longer that inode); restart toh-mount.
+//     Any other directory replaced on the host answers ESTALE once per path, and
+//     the kernel looks the path up again (see Threat model).
 //   - An open directory that is removed or replaced answers fstat with ENOENT
 //     (directories have no host descriptor; go-fuse issue 55).
 //   - xattrs of a symlink itself cannot be changed (EOPNOTSUPP), for want of a call
