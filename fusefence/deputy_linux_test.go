@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/toh-sandbox/toh/internal/testutil"
 	"github.com/toh-sandbox/toh/policy"
 )
 
@@ -411,5 +412,60 @@ func TestConfusedDeputyDirectoryRead(t *testing.T) {
 	}
 	if b, err := os.ReadFile(e.m("pub/readable")); err != nil || string(b) != "secret" {
 		t.Errorf("control: root reads pub/readable -> secret: %q, %v", b, err)
+	}
+}
+
+// TestSourceReplaced: SOURCE renamed away on the host and another directory made
+// at its path is not the mounted directory: reads and writes through the mount
+// answer ESTALE (nothing lands in either directory), the fence says so once, and
+// the mount works again when the mounted directory is back at its path.
+func TestSourceReplaced(t *testing.T) {
+	const timeout = 100 * time.Millisecond
+	e := newEnvTimeout(t, policy.WorkspaceWrite, timeout, "file src/f mounted")
+	if b, err := os.ReadFile(e.m("f")); err != nil || string(b) != "mounted" {
+		t.Fatalf("control: read f -> mounted: %q, %v", b, err)
+	}
+	pol, err := os.ReadFile(e.policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(e.src, e.src+".old"); err != nil {
+		t.Fatal(err)
+	}
+	testutil.MakeTree(t, e.base, "file src/f other", "dir src/.toh")
+	if err := os.WriteFile(e.policy, pol, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Until the cache timeout the kernel, and the daemon's cached directories, still
+	// answer from the mounted directory, which is the truth about it.
+	time.Sleep(3 * timeout)
+	if _, err := os.Stat(e.m("g")); !errors.Is(err, syscall.ESTALE) {
+		t.Errorf("stat of a new name: %v, want ESTALE", err)
+	}
+	if err := os.WriteFile(e.m("h"), []byte("x"), 0o644); !errors.Is(err, syscall.ESTALE) {
+		t.Errorf("create: %v, want ESTALE", err)
+	}
+	for _, dir := range []string{e.src, e.src + ".old"} {
+		if _, err := os.Lstat(dir + "/h"); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s/h exists (%v)", dir, err)
+		}
+	}
+	n := 0
+	for _, l := range e.logged() {
+		if strings.Contains(l, "is no longer the directory that was mounted") {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("the fence said %d times that SOURCE was replaced, want once; logged: %q", n, e.logged())
+	}
+	if err := os.RemoveAll(e.src); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(e.src+".old", e.src); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(e.m("h"), []byte("x"), 0o644); err != nil {
+		t.Errorf("create after SOURCE came back: %v", err)
 	}
 }

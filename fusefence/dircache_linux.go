@@ -186,7 +186,7 @@ func (n *node) holdsDir(p hostParentDir) syscall.Errno {
 		return toErrno(err)
 	}
 	if !n.isNode(&st, gen) {
-		return syscall.ESTALE
+		return n.stale()
 	}
 	return 0
 }

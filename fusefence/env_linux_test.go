@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -43,6 +44,16 @@ type env struct {
 	fence     *Fence
 	seen      int           // audit records already checked
 	timeout   time.Duration // Config.Timeout (0: DefaultTimeout)
+
+	logMu sync.Mutex
+	logs  []string // what the fence logged
+}
+
+// logged returns what the fence logged so far.
+func (e *env) logged() []string {
+	e.logMu.Lock()
+	defer e.logMu.Unlock()
+	return slices.Clone(e.logs)
 }
 
 // newEnv builds the tree (MakeTree notation, relative to base; "$BASE" in a line
@@ -99,7 +110,12 @@ func (e *env) mount() {
 		t.Fatal(err)
 	}
 	e.fence, err = Mount(Config{Source: e.src, Mountpoint: e.mnt, Policy: w, Audit: e.audit, AllowOther: os.Geteuid() == 0, Timeout: e.timeout, Debug: os.Getenv("TOH_FUSE_DEBUG") != "",
-		Logf: func(format string, args ...any) { t.Logf("fence: "+format, args...) }})
+		Logf: func(format string, args ...any) {
+			t.Logf("fence: "+format, args...)
+			e.logMu.Lock()
+			e.logs = append(e.logs, fmt.Sprintf(format, args...))
+			e.logMu.Unlock()
+		}})
 	if err != nil {
 		e.audit.Close()
 		t.Fatal(err)

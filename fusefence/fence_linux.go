@@ -103,6 +103,9 @@ type fence struct {
 	debug     bool
 	logf      func(string, ...any)
 	root      *node
+	// sourceGone is set once SOURCE was found to be another directory than the
+	// mounted one (see node.stale).
+	sourceGone atomic.Bool
 
 	mu   sync.Mutex
 	snap *snapshot

@@ -227,7 +227,7 @@ func (g *grant) inDir(dir *node) syscall.Errno {
 	st := unix.Stat_t{Mode: unix.S_IFDIR, Ino: g.parentIno}
 	setNum(&st.Dev, int64(g.parentDev))
 	if !dir.isNode(&st, g.parentGen) {
-		return syscall.ESTALE
+		return dir.stale()
 	}
 	return 0
 }

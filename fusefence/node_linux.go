@@ -60,12 +60,22 @@ func (n *node) isNode(st *unix.Stat_t, gen uint64) bool {
 	return gen == 0 || n == n.f.root || got.Gen == want.Gen
 }
 
+// stale is the answer for a host object that is not n's inode (see isNode):
+// ESTALE. For the root it means SOURCE itself was replaced or moved on the host,
+// which no lookup can repair: said once, loudly.
+func (n *node) stale() syscall.Errno {
+	if n == n.f.root && n.f.sourceGone.CompareAndSwap(false, true) {
+		n.f.logf("SOURCE %s is no longer the directory that was mounted (replaced or moved on the host): requests answer ESTALE until it is again, or until toh-mount is started anew", n.f.source)
+	}
+	return syscall.ESTALE
+}
+
 // holdsNode checks that fd is n's inode (see isNode), filling st; otherwise it
 // closes fd and answers ESTALE.
 func (n *node) holdsNode(fd int, st *unix.Stat_t) syscall.Errno {
 	gen, err := statxFd(fd, st)
 	if err == nil && !n.isNode(st, gen) {
-		err = syscall.ESTALE
+		err = n.stale()
 	}
 	if err != nil {
 		unix.Close(fd)
