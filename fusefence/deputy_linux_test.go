@@ -148,9 +148,10 @@ func TestConfusedDeputy(t *testing.T) {
 // of the victim. A directory replaced on the host within the cache timeout (another
 // moved in at its name) must not receive new names from a caller who may not write
 // it, and a file replaced in a sticky directory must not be removed or renamed, or
-// renamed over, by a caller who does not own it. Each case has its positive control
-// (the same call before the swap succeeds) and its negative one (the host is as it
-// was).
+// renamed over, by a caller who does not own it, and a create through a link the
+// mirror does not show must not land in a directory the caller may not write.
+// Each case has its positive control (the same call before the swap succeeds; root
+// through the hidden link) and its negative one (the host is as it was).
 func TestConfusedDeputyNames(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the daemon is a deputy only as root (allow_other, default_permissions)")
@@ -167,7 +168,7 @@ func TestConfusedDeputyNames(t *testing.T) {
 		{"rename", func(dir string) []string { return []string{"mv", filepath.Dir(dir) + "/nb/rename", dir + "/new"} }},
 		{"link", func(dir string) []string { return []string{"ln", filepath.Dir(dir) + "/nb/link", dir + "/new"} }},
 	}
-	tree := []string{"dir src/tmp", "file src/nb/rename mine", "file src/nb/link mine"}
+	tree := []string{"dir src/tmp", "dir src/rootdir", "file src/nb/rename mine", "file src/nb/link mine"}
 	for _, op := range ops {
 		tree = append(tree, "dir src/pub-"+op.name, "dir src/priv-"+op.name)
 	}
@@ -215,6 +216,26 @@ func TestConfusedDeputyNames(t *testing.T) {
 		if _, err := os.Lstat(e.s("pub-" + op.name + "/new")); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s: root's directory has a new entry (%v)", op.name, err)
 		}
+	}
+	// A create through a link the mirror does not show (it leads nowhere) lands where
+	// the link leads, where the kernel checked nothing for the caller: refused for
+	// nobody, done for root (the positive control).
+	for _, name := range []string{"nb/hidden", "nb/hidden-root"} {
+		if err := os.Symlink(e.s("rootdir/"+filepath.Base(name)), e.s(name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := as("sh", "-c", "echo x > "+e.m("nb/hidden")); err == nil {
+		t.Errorf("nobody created a file in root's directory through a hidden link: %q", out)
+	}
+	if _, err := os.Lstat(e.s("rootdir/hidden")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("root's directory has nobody's file (%v)", err)
+	}
+	if err := os.WriteFile(e.m("nb/hidden-root"), []byte("x"), 0o644); err != nil {
+		t.Errorf("control: root creates through a hidden link: %v", err)
+	}
+	if _, err := os.Lstat(e.s("rootdir/hidden-root")); err != nil {
+		t.Errorf("control: root's file through the hidden link: %v", err)
 	}
 	var st syscall.Stat_t
 	if err := syscall.Stat(e.s("nb/rename"), &st); err != nil {

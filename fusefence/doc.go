@@ -312,9 +312,15 @@
 // entries (lookup, getattr, readlink, open) go through a host directory that must
 // be the directory node's inode too (hostParentIn), or a user's directory replaced
 // by root's private one would show its entries and open those whose own modes
-// allow it (TestConfusedDeputyDirectoryRead). TestConfusedDeputyNames
+// allow it (TestConfusedDeputyDirectoryRead). A create at the name of a link the
+// mirror does not show (one that leads nowhere) makes the file where the link
+// leads, a directory the kernel checked nothing against; it is done only for a
+// caller with the daemon's rights (its uid, or root; fence.ownRights) and refused
+// with EACCES for any other, who natively might have been allowed there: the
+// daemon does not redo the kernel's permission checks. TestConfusedDeputyNames
 // (every name-adding operation in a swapped directory; unlink, rename, exchange in a
-// sticky one; each fails without the checks, the rename destinations aside).
+// sticky one; a create through a hidden link; each fails without its check, the
+// rename destinations aside).
 // TestFIFOAtAFilesPlace: a FIFO found at a file's place leaves the caller waiting
 // in the kernel's FIFO code, not the daemon (it fails without O_NONBLOCK). These
 // checks narrow a race to the microseconds between the check and the call; they

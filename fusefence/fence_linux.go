@@ -99,6 +99,7 @@ type fence struct {
 	onDeny    func(Event)
 	auditPath string        // canonical path of the audit log, guarded like the policy file
 	asRoot    bool          // new entries are chowned to the caller
+	euid      uint32        // the daemon's effective uid (see ownRights)
 	timeout   time.Duration // the kernel's entry and attribute cache lifetime
 	debug     bool
 	logf      func(string, ...any)
@@ -147,6 +148,7 @@ func Mount(cfg Config) (*Fence, error) {
 		audit:   cfg.Audit,
 		onDeny:  cfg.OnDeny,
 		asRoot:  os.Geteuid() == 0,
+		euid:    uint32(os.Geteuid()),
 		debug:   cfg.Debug,
 		logf:    cfg.Logf,
 	}

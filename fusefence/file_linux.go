@@ -205,8 +205,15 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	if err == unix.EEXIST && flags&unix.O_EXCL == 0 {
 		// The name exists on the host although the kernel saw nothing there: created
 		// from outside since, or an escaping symlink that leads nowhere (not shown).
-		// Open what it leads to, judged there.
+		// Open what it leads to, judged there. The kernel checked the caller's right
+		// to create in n only; the file would be made wherever the link leads, with
+		// the daemon's rights. Only a caller with those rights may (see ownRights).
+		var lst unix.Stat_t
+		isLink := unix.Fstatat(dirFd, base, &lst, unix.AT_SYMLINK_NOFOLLOW) == nil && lst.Mode&unix.S_IFMT == unix.S_IFLNK
 		unix.Close(dirFd)
+		if isLink && !n.f.ownRights(ctx) {
+			return nil, nil, 0, syscall.EACCES
+		}
 		h, st, gen, errno := n.f.openForWrite(ctx, s, "create", rel, flags, true, mode, reachCarrier, nil)
 		if errno != 0 {
 			return nil, nil, 0, errno

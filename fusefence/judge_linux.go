@@ -315,6 +315,17 @@ func (g *grant) singleLink(st *unix.Stat_t) syscall.Errno {
 	return 0
 }
 
+// ownRights reports whether the caller of ctx has the daemon's rights on the host:
+// it runs as the daemon's user, or as root. Where the daemon would act on
+// something the kernel checked nothing against for the caller (a create that
+// follows a link the mirror does not show), other callers are refused: the daemon,
+// root when other users see the mount, would act with rights they lack. A caller
+// with the daemon's uid but other groups is let through.
+func (f *fence) ownRights(ctx context.Context) bool {
+	c, ok := fuse.FromContext(ctx)
+	return ok && (c.Uid == 0 || c.Uid == f.euid)
+}
+
 // chownNew gives an entry the fence created as root to the caller, as a local file
 // system would; in a set-group-ID directory the group stays the directory's.
 func (g *grant) chownNew(dirFd int, name string) {
