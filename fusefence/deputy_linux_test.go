@@ -490,3 +490,53 @@ func TestSourceReplaced(t *testing.T) {
 		t.Errorf("create after SOURCE came back: %v", err)
 	}
 }
+
+// TestConfusedDeputyLinkOut: a link leading out of SOURCE is shown as what it leads
+// to, and the daemon follows it with its own rights, through directories the kernel
+// checked nothing against. As root, a world-readable file inside root's private
+// directory must not be read, nor a world-readable directory inside it listed, for
+// a user who could not reach them on the host; what that user could reach is
+// still shown and read (positive control), and root reads everything.
+func TestConfusedDeputyLinkOut(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the daemon is a deputy only as root (allow_other, default_permissions)")
+	}
+	const nobody = 65534
+	e := newEnv(t, policy.WorkspaceWrite, "file outside/pub/file public", "file outside/priv/readable topsecret",
+		"file outside/priv/sub/listed entry", "dir src/nb")
+	for p, mode := range map[string]os.FileMode{e.base: 0o755, e.outside: 0o755, e.outside + "/pub": 0o755,
+		e.outside + "/priv": 0o700, e.outside + "/priv/readable": 0o644, e.outside + "/priv/sub": 0o755} {
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, to := range map[string]string{"pub": e.outside + "/pub/file", "sec": e.outside + "/priv/readable", "dir": e.outside + "/priv/sub"} {
+		if err := os.Symlink(to, e.s("nb/"+name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	as := func(args ...string) (string, error) {
+		cmd := exec.Command(args[0], args[1:]...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := as("cat", e.outside+"/priv/readable"); err == nil {
+		t.Fatalf("control: nobody reads root's private file on the host: %q", out)
+	}
+	if out, err := as("cat", e.m("nb/pub")); err != nil || out != "public" {
+		t.Errorf("control: nobody reads through a link to a public file: %q, %v", out, err)
+	}
+	if out, err := as("cat", e.m("nb/sec")); err == nil || strings.Contains(out, "topsecret") {
+		t.Errorf("nobody read a file in root's private directory through a link: %q, %v", out, err)
+	}
+	if out, err := as("ls", e.m("nb/dir")); err == nil || strings.Contains(out, "listed") {
+		t.Errorf("nobody listed a directory inside root's private one through a link: %q, %v", out, err)
+	}
+	if b, err := os.ReadFile(e.m("nb/sec")); err != nil || string(b) != "topsecret" {
+		t.Errorf("control: root reads through the link: %q, %v", b, err)
+	}
+	if ents, err := os.ReadDir(e.m("nb/dir")); err != nil || len(ents) != 1 {
+		t.Errorf("control: root lists through the link: %v, %v", ents, err)
+	}
+}

@@ -317,7 +317,20 @@
 // leads, a directory the kernel checked nothing against; it is done only for a
 // caller with the daemon's rights (its uid, or root; fence.ownRights) and refused
 // with EACCES for any other, who natively might have been allowed there: the
-// daemon does not redo the kernel's permission checks. TestConfusedDeputyNames
+// daemon does not redo the kernel's permission checks. A link leading out of SOURCE
+// is shown as what it leads to and followed by the daemon, through directories the
+// kernel checked nothing against: for a caller without the daemon's rights, every
+// open (files, listings, xattr reads, writes) of something found anywhere but at
+// its own place in SOURCE needs every directory above it (from SOURCE down when it
+// lies in SOURCE, from "/" otherwise) to be searchable by the caller, judged from
+// the mode alone and erring towards no (node.reachable, canSearch: supplementary
+// groups are not known, an ACL counts as no); EACCES otherwise, where the caller
+// may natively have been allowed. Before this (fixed 2026-11-30), any user able to
+// make a symlink in SOURCE read world-readable files inside other users' private
+// directories through a root mount (TestConfusedDeputyLinkOut). Left: lookups and
+// getattr through such links still show the target's attributes (existence, size,
+// mode, times) and the names beneath a linked directory to any caller.
+// TestConfusedDeputyNames
 // (every name-adding operation in a swapped directory; unlink, rename, exchange in a
 // sticky one; a create through a hidden link; each fails without its check, the
 // rename destinations aside).

@@ -64,7 +64,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		return n.writeHandle(ctx, h, flags, false)
 	}
 	var st unix.Stat_t
-	fd, errno := n.openNode(hostFlags(flags), &st)
+	fd, errno := n.openNode(ctx, hostFlags(flags), &st)
 	if errno != 0 {
 		return nil, 0, errno
 	}
@@ -122,6 +122,13 @@ func (f *fence) openForWrite(ctx context.Context, s *snapshot, op, rel string, f
 	if creat && !created || node != nil && !node.isNode(&st, gen) {
 		unix.Close(fd)
 		return nil, st, 0, syscall.ESTALE
+	}
+	if errno := f.reachable(ctx, fd, rel); errno != 0 {
+		unix.Close(fd)
+		if created {
+			unix.Unlinkat(dirFd, base, 0)
+		}
+		return nil, st, 0, errno
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		unix.Close(fd)

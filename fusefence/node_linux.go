@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path"
 	"slices"
 	"strings"
@@ -136,12 +137,17 @@ func (n *node) holdsEntry(name string, dirFd int, base string, st *unix.Stat_t) 
 // openNode opens n's host object for reading, and only that object (see isNode),
 // filling st. O_NONBLOCK keeps a FIFO found there from holding the request; the
 // caller's own O_NONBLOCK is restored on a file (a directory's listing ignores it).
-func (n *node) openNode(flags int, st *unix.Stat_t) (int, syscall.Errno) {
-	fd, errno := n.f.openRead(n.parentNode(), n.rel(), flags|unix.O_NONBLOCK)
+func (n *node) openNode(ctx context.Context, flags int, st *unix.Stat_t) (int, syscall.Errno) {
+	rel := n.rel()
+	fd, errno := n.f.openRead(n.parentNode(), rel, flags|unix.O_NONBLOCK)
 	if errno != 0 {
 		return -1, errno
 	}
 	if errno := n.holdsNode(fd, st); errno != 0 {
+		return -1, errno
+	}
+	if errno := n.f.reachable(ctx, fd, rel); errno != 0 {
+		unix.Close(fd)
 		return -1, errno
 	}
 	if flags&(unix.O_NONBLOCK|unix.O_DIRECTORY) == 0 {
@@ -714,7 +720,7 @@ var _ = (fs.NodeReaddirer)((*node)(nil))
 func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	rel := n.rel()
 	var st unix.Stat_t
-	fd, errno := n.openNode(unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, &st)
+	fd, errno := n.openNode(ctx, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, &st)
 	if errno != 0 {
 		return nil, errno
 	}
@@ -812,7 +818,7 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 	var err error
 	if n.isSymlink() {
 		sz, err = unix.Lgetxattr(n.f.host(n.rel()), attr, dest)
-	} else if fd, errno := n.pathNode(); errno != 0 {
+	} else if fd, errno := n.pathNode(ctx); errno != 0 {
 		return 0, errno
 	} else {
 		sz, err = unix.Getxattr(procFd(fd), attr, dest)
@@ -823,8 +829,9 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 
 // pathNode opens what n leads to as O_PATH, and only the inode n stands for (see
 // isNode): xattrs are read through /proc/self/fd, on exactly that inode.
-func (n *node) pathNode() (int, syscall.Errno) {
-	target, errno := n.f.readTarget(n.parentNode(), n.rel())
+func (n *node) pathNode(ctx context.Context) (int, syscall.Errno) {
+	rel := n.rel()
+	target, errno := n.f.readTarget(n.parentNode(), rel)
 	if errno != 0 {
 		return -1, errno
 	}
@@ -836,7 +843,76 @@ func (n *node) pathNode() (int, syscall.Errno) {
 	if errno := n.holdsNode(fd, &st); errno != 0 {
 		return -1, errno
 	}
+	if errno := n.f.reachable(ctx, fd, rel); errno != 0 {
+		unix.Close(fd)
+		return -1, errno
+	}
 	return fd, 0
+}
+
+// reachable checks that fd, opened at the mount-relative rel for the caller of
+// ctx, is something that caller could reach on the host by its own path. The
+// kernel checked the caller's search permission on each directory of rel in the
+// mount; a link the mirror shows as what it leads to (one that leaves SOURCE) was
+// followed by the daemon, with its rights, through directories the kernel checked
+// nothing against: as root it would read a world-readable file inside another
+// user's private directory for anyone. So for a caller without the daemon's rights
+// (see ownRights), an object found anywhere but at rel's own host spelling must lie
+// below directories the caller may search (canSearch), from SOURCE down when it
+// lies in SOURCE, from "/" otherwise; EACCES if not.
+func (f *fence) reachable(ctx context.Context, fd int, rel string) syscall.Errno {
+	if f.ownRights(ctx) {
+		return 0
+	}
+	c, ok := fuse.FromContext(ctx)
+	if !ok {
+		return syscall.EACCES
+	}
+	at, err := os.Readlink(procFd(fd))
+	if err != nil || !strings.HasPrefix(at, "/") {
+		return syscall.EACCES
+	}
+	if at == f.host(rel) {
+		return 0
+	}
+	top := "/"
+	if canon.LexicallyWithin(at, f.source) {
+		top = f.source
+	}
+	for d := path.Dir(at); ; d = path.Dir(d) {
+		if !canSearch(d, c.Uid, c.Gid) {
+			return syscall.EACCES
+		}
+		if d == top || d == "/" {
+			return 0
+		}
+	}
+}
+
+// canSearch reports whether the user uid with primary group gid may search the
+// directory dir, judged from its mode alone and erring towards no: supplementary
+// groups are unknown here, so a user not its owner needs both the group's and the
+// others' bit unless gid is the directory's group, and a directory with an access
+// ACL (named users and groups) is searchable by its owner only.
+func canSearch(dir string, uid, gid uint32) bool {
+	var st unix.Stat_t
+	if unix.Lstat(dir, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return false
+	}
+	switch {
+	case st.Uid == uid:
+		return st.Mode&0o100 != 0
+	case hasACL(dir):
+		return false
+	case st.Gid == gid:
+		return st.Mode&0o010 != 0
+	}
+	return st.Mode&0o011 == 0o011
+}
+
+func hasACL(path string) bool {
+	_, err := unix.Lgetxattr(path, "system.posix_acl_access", nil)
+	return err == nil
 }
 
 var _ = (fs.NodeListxattrer)((*node)(nil))
@@ -846,7 +922,7 @@ func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errn
 	var err error
 	if n.isSymlink() {
 		sz, err = unix.Llistxattr(n.f.host(n.rel()), dest)
-	} else if fd, errno := n.pathNode(); errno != 0 {
+	} else if fd, errno := n.pathNode(ctx); errno != 0 {
 		return 0, errno
 	} else {
 		sz, err = unix.Listxattr(procFd(fd), dest)
