@@ -262,7 +262,7 @@ func TestConfusedDeputyNames(t *testing.T) {
 			t.Errorf("%s: root's file tmp/%s is now %q (%v)", what, name, b, err)
 		}
 	}
-	for _, name := range []string{"u", "s", "d", "x", "mine1", "mine2", "mine3"} {
+	for _, name := range []string{"u", "s", "d", "x", "mine1", "mine2", "mine3", "mine4", "mine5"} {
 		if out, err := as("sh", "-c", "echo mine > "+e.m("tmp/"+name)); err != nil {
 			t.Fatalf("control: nobody creates tmp/%s: %q, %v", name, out, err)
 		}
@@ -298,6 +298,25 @@ func TestConfusedDeputyNames(t *testing.T) {
 		t.Errorf("exchange: nobody exchanged its file with root's in the sticky directory")
 	}
 	rootsIntact("exchange", "x")
+	// A link the mirror does not show (it leads nowhere outside SOURCE), which the
+	// kernel sees as a free name: replaced by a rename only as the sticky bit allows.
+	for name, owner := range map[string]int{"hl": 0, "hl2": nobody} {
+		if err := os.Symlink(e.outside+"/nowhere", e.s("tmp/"+name)); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Lchown(e.s("tmp/"+name), owner, owner); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := as("mv", "-T", e.m("tmp/mine4"), e.m("tmp/hl")); err == nil {
+		t.Errorf("rename over a hidden link: nobody replaced root's link in the sticky directory: %q", out)
+	}
+	if to, err := os.Readlink(e.s("tmp/hl")); err != nil || to != e.outside+"/nowhere" {
+		t.Errorf("root's hidden link is now %q (%v)", to, err)
+	}
+	if out, err := as("mv", "-T", e.m("tmp/mine5"), e.m("tmp/hl2")); err != nil {
+		t.Errorf("control: nobody renames over its own hidden link: %q, %v", out, err)
+	}
 	// A name the kernel saw free (a negative entry, when it keeps one) that root's
 	// file took on the host since.
 	if _, err := as("stat", e.m("tmp/free")); err == nil {

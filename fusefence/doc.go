@@ -307,7 +307,9 @@
 // rename or exchange) must also still be the inode the kernel knows under it, or
 // absent where it knows none (node.holdsEntry): in a sticky directory the kernel
 // tests the victim's cached owner, and as root the daemon would remove or replace
-// another user's file that took the name since. The kernel itself looks a plain
+// another user's file that took the name since; a link the mirror does not show,
+// which the kernel takes for a free name, is replaced by a rename only as the
+// sticky bit allows (fence.mayReplaceHidden). The kernel itself looks a plain
 // rename's destination up again, but not an exchange's. Reads of a directory's
 // entries (lookup, getattr, readlink, open) go through a host directory that must
 // be the directory node's inode too (hostParentIn), or a user's directory replaced

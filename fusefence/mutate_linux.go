@@ -220,7 +220,7 @@ func (n *node) remove(ctx context.Context, op, name string, flags int) syscall.E
 	}
 	defer unix.Close(dirFd)
 	var st unix.Stat_t
-	if errno := n.holdsEntry(name, dirFd, base, &st); errno != 0 {
+	if errno := n.holdsEntry(ctx, name, dirFd, base, &st); errno != 0 {
 		return errno
 	}
 	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
@@ -274,10 +274,10 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	}
 	defer unix.Close(d2)
 	var st unix.Stat_t
-	if errno := n.holdsEntry(name, d1, b1, &st); errno != 0 {
+	if errno := n.holdsEntry(ctx, name, d1, b1, &st); errno != 0 {
 		return errno
 	}
-	if errno := np.holdsEntry(newName, d2, b2, &st); errno != 0 {
+	if errno := np.holdsEntry(ctx, newName, d2, b2, &st); errno != 0 {
 		return errno
 	}
 	if err := unix.Renameat2(d1, b1, d2, b2, uint(flags)); err != nil {

@@ -94,7 +94,7 @@ func (n *node) holdsNode(fd int, st *unix.Stat_t) syscall.Errno {
 // would remove another user's file from a sticky directory for the caller. It
 // answers ESTALE, on which the kernel looks the name up again and checks what is
 // there now. st is the host entry itself (lstat), zero when there is none.
-func (n *node) holdsEntry(name string, dirFd int, base string, st *unix.Stat_t) syscall.Errno {
+func (n *node) holdsEntry(ctx context.Context, name string, dirFd int, base string, st *unix.Stat_t) syscall.Errno {
 	*st = unix.Stat_t{}
 	gen, err := statxAt(dirFd, base, unix.AT_SYMLINK_NOFOLLOW, st)
 	if err == unix.ENOENT {
@@ -111,7 +111,7 @@ func (n *node) holdsEntry(name string, dirFd int, base string, st *unix.Stat_t) 
 			// A link that leads nowhere is not shown (see present): the kernel saw
 			// the name free, as the mirror shows it.
 			if _, _, errno := n.f.presentIn(n, childRel(n.rel(), name)); errno == syscall.ENOENT {
-				return 0
+				return n.f.mayReplaceHidden(ctx, dirFd, st)
 			}
 		}
 		return syscall.ESTALE
@@ -130,6 +130,25 @@ func (n *node) holdsEntry(name string, dirFd int, base string, st *unix.Stat_t) 
 	}
 	if !c.isNode(st, gen) {
 		return syscall.ESTALE
+	}
+	return 0
+}
+
+// mayReplaceHidden applies the sticky bit's rule, which the kernel could not (it
+// saw no entry), to a link the mirror does not show (st) that a rename is about to
+// replace in the directory dirFd: in a sticky directory only the link's owner, the
+// directory's, or a caller with the daemon's rights may.
+func (f *fence) mayReplaceHidden(ctx context.Context, dirFd int, st *unix.Stat_t) syscall.Errno {
+	if f.ownRights(ctx) {
+		return 0
+	}
+	c, ok := fuse.FromContext(ctx)
+	var dst unix.Stat_t
+	if !ok || unix.Fstat(dirFd, &dst) != nil {
+		return syscall.EACCES
+	}
+	if dst.Mode&unix.S_ISVTX != 0 && st.Uid != c.Uid && dst.Uid != c.Uid {
+		return syscall.EPERM
 	}
 	return 0
 }
