@@ -487,10 +487,17 @@ func factsOf(base, rel, target string) hostFacts {
 	p := filepath.Join(base, rel)
 	if fi, err := os.Lstat(p); err == nil {
 		f.link = fi.Mode()&os.ModeSymlink != 0
-		if fi.IsDir() {
-			names, err := os.ReadDir(p)
-			f.emptyDir = err == nil && len(names) == 0
-		}
+	}
+	// Whether the entry the operation acts on is an empty directory: the resolved
+	// target, since filepath.Join cleans "back/../a" lexically where the kernel
+	// follows back first.
+	entry := p
+	if target != "" {
+		entry = target
+	}
+	if fi, err := os.Lstat(entry); err == nil && fi.IsDir() {
+		names, err := os.ReadDir(entry)
+		f.emptyDir = err == nil && len(names) == 0
 	}
 	if fi, err := os.Stat(p); err == nil {
 		f.leadsSomewhere, f.leadsToDir = true, fi.IsDir()
