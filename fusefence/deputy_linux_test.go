@@ -30,7 +30,6 @@ func TestConfusedDeputy(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the daemon is a deputy only as root (allow_other, default_permissions)")
 	}
-	const nobody = 65534
 	e := newEnv(t, policy.WorkspaceWrite,
 		"file outside/public public", "file outside/secret secret",
 		"file extra/open open", "file extra/rootfile rootfile", "file extra/mine mine", "file extra/mine2 mine2", "dir src/nb",
@@ -49,12 +48,7 @@ func TestConfusedDeputy(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	as := func(args ...string) (string, error) {
-		cmd := exec.Command(args[0], args[1:]...)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
-		out, err := cmd.CombinedOutput()
-		return string(out), err
-	}
+	as := asNobody
 	retarget := func(name, to string) {
 		t.Helper()
 		tmp := e.s(name + ".new")
@@ -156,7 +150,6 @@ func TestConfusedDeputyNames(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the daemon is a deputy only as root (allow_other, default_permissions)")
 	}
-	const nobody = 65534
 	ops := []struct {
 		name string
 		cmd  func(dir string) []string
@@ -188,12 +181,7 @@ func TestConfusedDeputyNames(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	as := func(args ...string) (string, error) {
-		cmd := exec.Command(args[0], args[1:]...)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
-		out, err := cmd.CombinedOutput()
-		return string(out), err
-	}
+	as := asNobody
 
 	// New names in a directory replaced on the host: pub-OP (nobody's) is renamed
 	// away and priv-OP (root's, 0755) moved in at its name.
@@ -336,7 +324,6 @@ func TestConfusedDeputyNames(t *testing.T) {
 // changes every thread), for system calls no command-line tool makes. The thread
 // is never unlocked, so it ends with the goroutine.
 func onNobodyThread(fn func() error) error {
-	const nobody = 65534
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
@@ -414,7 +401,6 @@ func TestConfusedDeputyDirectoryRead(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the daemon is a deputy only as root (allow_other, default_permissions)")
 	}
-	const nobody = 65534
 	e := newEnv(t, policy.WorkspaceWrite, "dir src/pub", "file src/priv/readable secret")
 	if err := os.Chmod(e.base, 0o755); err != nil {
 		t.Fatal(err)
@@ -428,12 +414,7 @@ func TestConfusedDeputyDirectoryRead(t *testing.T) {
 	if err := os.Chown(e.s("pub"), nobody, nobody); err != nil {
 		t.Fatal(err)
 	}
-	as := func(args ...string) (string, error) {
-		cmd := exec.Command(args[0], args[1:]...)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
-		out, err := cmd.CombinedOutput()
-		return string(out), err
-	}
+	as := asNobody
 	if out, err := as("cat", e.m("priv/readable")); err == nil {
 		t.Fatalf("control: nobody read a file in root's private directory: %q", out)
 	}
@@ -520,7 +501,6 @@ func TestConfusedDeputyLinkOut(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the daemon is a deputy only as root (allow_other, default_permissions)")
 	}
-	const nobody = 65534
 	e := newEnv(t, policy.WorkspaceWrite, "file outside/pub/file public", "file outside/priv/readable topsecret",
 		"file outside/priv/sub/listed entry", "dir src/nb")
 	for p, mode := range map[string]os.FileMode{e.base: 0o755, e.outside: 0o755, e.outside + "/pub": 0o755,
@@ -534,12 +514,7 @@ func TestConfusedDeputyLinkOut(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	as := func(args ...string) (string, error) {
-		cmd := exec.Command(args[0], args[1:]...)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
-		out, err := cmd.CombinedOutput()
-		return string(out), err
-	}
+	as := asNobody
 	if out, err := as("cat", e.outside+"/priv/readable"); err == nil {
 		t.Fatalf("control: nobody reads root's private file on the host: %q", out)
 	}
@@ -558,4 +533,15 @@ func TestConfusedDeputyLinkOut(t *testing.T) {
 	if ents, err := os.ReadDir(e.m("nb/dir")); err != nil || len(ents) != 1 {
 		t.Errorf("control: root lists through the link: %v, %v", ents, err)
 	}
+}
+
+// nobody is the caller the deputy tests act as.
+const nobody = 65534
+
+// asNobody runs a command as nobody and returns its combined output.
+func asNobody(args ...string) (string, error) {
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	out, err := cmd.CombinedOutput()
+	return string(out), err
 }
