@@ -98,8 +98,7 @@ type fence struct {
 	audit     *AuditLog
 	onDeny    func(Event)
 	auditPath string        // canonical path of the audit log, guarded like the policy file
-	asRoot    bool          // new entries are chowned to the caller
-	euid      uint32        // the daemon's effective uid (see ownRights)
+	euid      uint32        // the daemon's effective uid (see asRoot, ownRights)
 	timeout   time.Duration // the kernel's entry and attribute cache lifetime
 	debug     bool
 	logf      func(string, ...any)
@@ -121,6 +120,10 @@ type fence struct {
 	killpriv    atomic.Bool // the kernel leaves clearing set-ID bits to this daemon (see killSetID)
 	openKill    sync.Map    // request cancel channel of an OPEN or CREATE with FUSE_OPEN_KILL_SUIDGID
 }
+
+// asRoot reports whether the daemon runs as root: it mounts directly, chowns new
+// entries to their caller, and is a deputy for other users (see doc.go).
+func (f *fence) asRoot() bool { return f.euid == 0 }
 
 // Mount mounts a fence for cfg and starts serving it. It sets the process umask to
 // 0: the kernel has already applied the caller's umask to every mode it sends.
@@ -147,7 +150,6 @@ func Mount(cfg Config) (*Fence, error) {
 		pol:     cfg.Policy,
 		audit:   cfg.Audit,
 		onDeny:  cfg.OnDeny,
-		asRoot:  os.Geteuid() == 0,
 		euid:    uint32(os.Geteuid()),
 		debug:   cfg.Debug,
 		logf:    cfg.Logf,
@@ -195,7 +197,7 @@ func Mount(cfg Config) (*Fence, error) {
 			FsName:      fsName,
 			Name:        "toh",
 			AllowOther:  cfg.AllowOther,
-			DirectMount: f.asRoot, // no fusermount3 needed as root; it is the fallback
+			DirectMount: f.asRoot(), // no fusermount3 needed as root; it is the fallback
 			Debug:       cfg.Debug,
 			// OPEN carries O_TRUNC, so the fence truncates only after judging the
 			// open; otherwise the kernel truncates through a separate SETATTR.
@@ -257,7 +259,7 @@ func Mount(cfg Config) (*Fence, error) {
 			f.mirror.SetDevice(uint64(mst.Dev))
 		}
 	}
-	f.passthrough.Store(f.asRoot && server.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH != 0)
+	f.passthrough.Store(f.asRoot() && server.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH != 0)
 	f.killpriv.Store(server.KernelSettings().Flags64()&fuse.CAP_HANDLE_KILLPRIV_V2 != 0)
 	return &Fence{server: server, f: f, mp: cfg.Mountpoint}, nil
 }

@@ -329,7 +329,7 @@ func (f *fence) ownRights(ctx context.Context) bool {
 // chownNew gives an entry the fence created as root to the caller, as a local file
 // system would; in a set-group-ID directory the group stays the directory's.
 func (g *grant) chownNew(dirFd int, name string) {
-	if !g.f.asRoot {
+	if !g.f.asRoot() {
 		return
 	}
 	c, ok := fuse.FromContext(g.ctx)

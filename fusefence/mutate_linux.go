@@ -166,7 +166,7 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 		return nil, errno
 	}
 	defer unix.Close(dDir)
-	if n.f.asRoot {
+	if n.f.asRoot() {
 		err = unix.Linkat(sFd, "", dDir, dBase, unix.AT_EMPTY_PATH)
 	} else {
 		err = unix.Linkat(sDir, sBase, dDir, dBase, 0)
