@@ -95,7 +95,6 @@ func (n *node) holdsNode(fd int, st *unix.Stat_t) syscall.Errno {
 // answers ESTALE, on which the kernel looks the name up again and checks what is
 // there now. st is the host entry itself (lstat), zero when there is none.
 func (n *node) holdsEntry(ctx context.Context, name string, dirFd int, base string, st *unix.Stat_t) syscall.Errno {
-	*st = unix.Stat_t{}
 	gen, err := statxAt(dirFd, base, unix.AT_SYMLINK_NOFOLLOW, st)
 	if err == unix.ENOENT {
 		*st = unix.Stat_t{}
