@@ -548,3 +548,34 @@ func asNobody(args ...string) (string, error) {
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
+
+// TestGetattrOfReplacedName: GETATTR of a node whose name now holds another object
+// on the host (here a file replaced by a directory) answers ESTALE instead of the
+// other object's attributes under the node: a descriptor on the old file says so,
+// and the path, looked up again, shows the directory.
+func TestGetattrOfReplacedName(t *testing.T) {
+	const timeout = 100 * time.Millisecond
+	e := newEnvTimeout(t, policy.WorkspaceWrite, timeout, "file src/f old")
+	fd, err := unix.Open(e.m("f"), unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		t.Fatalf("control: fstat of f: mode %o, %v", st.Mode, err)
+	}
+	if err := os.Remove(e.s("f")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(e.s("f"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * timeout) // the kernel's attributes of f expire
+	if err := unix.Fstat(fd, &st); !errors.Is(err, syscall.ESTALE) {
+		t.Errorf("fstat of the old f after it became a directory: mode %o, %v; want ESTALE", st.Mode, err)
+	}
+	if fi, err := os.Stat(e.m("f")); err != nil || !fi.IsDir() {
+		t.Errorf("stat of f by path: %v, %v; want the directory", fi, err)
+	}
+}

@@ -370,7 +370,10 @@
 //     at its path) is another directory than the one mounted: the mount answers
 //     ESTALE from then on (its root is no longer that inode); restart toh-mount.
 //     Any other directory replaced on the host answers ESTALE once per path, and
-//     the kernel looks the path up again (see Threat model).
+//     the kernel looks the path up again (see Threat model). GETATTR does the same
+//     for any node whose name now holds another object, so a descriptor still open
+//     on the old one (O_PATH, a directory) gets ESTALE from fstat rather than the
+//     new object's attributes (TestGetattrOfReplacedName).
 //   - An open directory that is removed or replaced answers fstat with ENOENT
 //     (directories have no host descriptor; go-fuse issue 55).
 //   - xattrs of a symlink itself cannot be changed (EOPNOTSUPP), for want of a call

@@ -585,18 +585,19 @@ func (n *node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 	var st unix.Stat_t
 	rel := n.rel()
 	if rel == "" {
-		if err := unix.Lstat(n.f.host(rel), &st); err != nil { // SOURCE, canonical
+		gen, err := statx(n.f.host(rel), unix.AT_SYMLINK_NOFOLLOW, &st) // SOURCE, canonical
+		if err != nil {
 			return toErrno(err)
 		}
-		out.FromStat(sysStat(&st))
-		return 0
+		return n.attrOut(&st, gen, out)
 	}
 	p, errno := n.f.hostParentIn(n.parentNode(), rel)
 	if errno != 0 {
 		return errno
 	}
 	defer p.close()
-	if _, err := p.statx(&st); err != nil {
+	gen, err := p.statx(&st)
+	if err != nil {
 		return toErrno(err)
 	}
 	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
@@ -606,14 +607,26 @@ func (n *node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 			if errno != 0 {
 				return errno
 			}
-			if err := unix.Stat(target, &st); err != nil {
+			if gen, err = statx(target, 0, &st); err != nil {
 				return toErrno(err)
 			}
 		} else if text, ok := n.f.linkText(p, rel, &st); ok {
 			st.Size = int64(len(text))
 		}
 	}
-	out.FromStat(sysStat(&st))
+	return n.attrOut(&st, gen, out)
+}
+
+// attrOut answers GETATTR with st if it is n's inode (see isNode). Another object
+// at n's name (replaced on the host within the cache timeout) gets ESTALE, on
+// which the kernel looks the path up again, rather than its attributes under n's
+// node: they would be checked against callers in n's name, and a different type
+// makes the kernel mark the inode bad.
+func (n *node) attrOut(st *unix.Stat_t, gen uint64, out *fuse.AttrOut) syscall.Errno {
+	if !n.isNode(st, gen) {
+		return n.stale()
+	}
+	out.FromStat(sysStat(st))
 	return 0
 }
 
