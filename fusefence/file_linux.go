@@ -189,10 +189,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	s := n.f.acquire()
 	defer s.release()
 	rel := childRel(n.rel(), name)
-	g, errno := n.f.judge(ctx, s, "create", rel, formEntry, reachCarrier)
-	if errno == 0 {
-		errno = g.inDir(n)
-	}
+	g, errno := n.f.judgeEntry(ctx, s, "create", n, rel, reachCarrier)
 	if errno != 0 {
 		return nil, nil, 0, errno
 	}

@@ -94,6 +94,19 @@ func (f *fence) judge(ctx context.Context, s *snapshot, op, rel string, fm form,
 	return g, 0
 }
 
+// judgeEntry is judge of the name rel (formEntry) in the directory node dir, which
+// must also be where the decision placed it (see inDir).
+func (f *fence) judgeEntry(ctx context.Context, s *snapshot, op string, dir *node, rel string, r reach) (*grant, syscall.Errno) {
+	g, errno := f.judge(ctx, s, op, rel, formEntry, r)
+	if errno != 0 {
+		return nil, errno
+	}
+	if errno := g.inDir(dir); errno != 0 {
+		return nil, errno
+	}
+	return g, 0
+}
+
 // canonical is the canonical host target of rel in form fm.
 func (f *fence) canonical(rel string, fm form) string {
 	target, _, _, _ := f.resolve(rel, fm)

@@ -19,10 +19,7 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	defer s.release()
 	// reachInode: an empty directory at an ancestor of a protected path (mkdir .git)
 	// is harmless, since the protected path beneath it stays denied.
-	g, errno := n.f.judge(ctx, s, "mkdir", childRel(n.rel(), name), formEntry, reachInode)
-	if errno == 0 {
-		errno = g.inDir(n)
-	}
+	g, errno := n.f.judgeEntry(ctx, s, "mkdir", n, childRel(n.rel(), name), reachInode)
 	if errno != 0 {
 		return nil, errno
 	}
@@ -55,10 +52,7 @@ func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 	default:
 		return nil, syscall.EINVAL
 	}
-	g, errno := n.f.judge(ctx, s, "mknod", rel, formEntry, reachCarrier)
-	if errno == 0 {
-		errno = g.inDir(n)
-	}
+	g, errno := n.f.judgeEntry(ctx, s, "mknod", n, rel, reachCarrier)
 	if errno != 0 {
 		return nil, errno
 	}
@@ -85,10 +79,7 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	s := n.f.acquire()
 	defer s.release()
 	rel := childRel(n.rel(), name)
-	g, errno := n.f.judge(ctx, s, "symlink", rel, formEntry, reachCarrier)
-	if errno == 0 {
-		errno = g.inDir(n)
-	}
+	g, errno := n.f.judgeEntry(ctx, s, "symlink", n, rel, reachCarrier)
 	if errno != 0 {
 		return nil, errno
 	}
@@ -131,10 +122,7 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	if errno != 0 {
 		return nil, errno
 	}
-	gd, errno := n.f.judge(ctx, s, "link", rel, formEntry, reachCarrier)
-	if errno == 0 {
-		errno = gd.inDir(n)
-	}
+	gd, errno := n.f.judgeEntry(ctx, s, "link", n, rel, reachCarrier)
 	if errno != 0 {
 		return nil, errno
 	}
@@ -207,10 +195,7 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 func (n *node) remove(ctx context.Context, op, name string, flags int) syscall.Errno {
 	s := n.f.acquire()
 	defer s.release()
-	g, errno := n.f.judge(ctx, s, op, childRel(n.rel(), name), formEntry, reachInode)
-	if errno == 0 {
-		errno = g.inDir(n)
-	}
+	g, errno := n.f.judgeEntry(ctx, s, op, n, childRel(n.rel(), name), reachInode)
 	if errno != 0 {
 		return errno
 	}
@@ -249,17 +234,11 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	}
 	s := n.f.acquire()
 	defer s.release()
-	g1, errno := n.f.judge(ctx, s, "rename", childRel(n.rel(), name), formEntry, reachCarrier)
-	if errno == 0 {
-		errno = g1.inDir(n)
-	}
+	g1, errno := n.f.judgeEntry(ctx, s, "rename", n, childRel(n.rel(), name), reachCarrier)
 	if errno != 0 {
 		return errno
 	}
-	g2, errno := n.f.judge(ctx, s, "rename", childRel(np.rel(), newName), formEntry, reachCarrier)
-	if errno == 0 {
-		errno = g2.inDir(np)
-	}
+	g2, errno := n.f.judgeEntry(ctx, s, "rename", np, childRel(np.rel(), newName), reachCarrier)
 	if errno != 0 {
 		return errno
 	}
