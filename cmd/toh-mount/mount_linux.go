@@ -125,6 +125,9 @@ func runMount(o mountOptions, stderr io.Writer) int {
 		}
 		return exitFailure
 	}
+	// Mounted and served, the poll hack's file closed: from here on an unmount only
+	// waits for the mount's own users. Harnesses may wait for this line.
+	logf("serving %s on %s", o.source, o.mountpoint)
 
 	detached := make(chan struct{})
 	go func() {

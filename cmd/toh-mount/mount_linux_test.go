@@ -98,7 +98,9 @@ func startDaemon(t *testing.T, dir, mnt string, args ...string) *daemon {
 		}
 	})
 	deadline := time.Now().Add(10 * time.Second)
-	for !mounted(mnt) {
+	// Until the daemon says it is serving, go-fuse's poll hack may hold a file open
+	// on the new mount, and an unmount then fails with EBUSY.
+	for !mounted(mnt) || !strings.Contains(d.stderr.String(), "toh-mount: serving ") {
 		select {
 		case <-d.done:
 			t.Fatalf("toh-mount exited before mounting: %v\n%s", d.cmd.ProcessState, d.stderr)
