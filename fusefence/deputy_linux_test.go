@@ -505,14 +505,21 @@ func TestConfusedDeputyLinkOut(t *testing.T) {
 		t.Skip("the daemon is a deputy only as root (allow_other, default_permissions)")
 	}
 	e := newEnv(t, policy.WorkspaceWrite, "file outside/pub/file public", "file outside/priv/readable topsecret",
-		"file outside/priv/sub/listed entry", "dir src/nb")
+		"file outside/priv/sub/listed entry", "dir src/nb",
+		"file extra/pubw/open open", "file extra/privw/open open") // extra is a writable root
 	for p, mode := range map[string]os.FileMode{e.base: 0o755, e.outside: 0o755, e.outside + "/pub": 0o755,
-		e.outside + "/priv": 0o700, e.outside + "/priv/readable": 0o644, e.outside + "/priv/sub": 0o755} {
+		e.outside + "/priv": 0o700, e.outside + "/priv/readable": 0o644, e.outside + "/priv/sub": 0o755,
+		e.extra: 0o755, e.extra + "/pubw": 0o755, e.extra + "/pubw/open": 0o666,
+		e.extra + "/privw": 0o700, e.extra + "/privw/open": 0o666} {
 		if err := os.Chmod(p, mode); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for name, to := range map[string]string{"pub": e.outside + "/pub/file", "sec": e.outside + "/priv/readable", "dir": e.outside + "/priv/sub"} {
+	if err := unix.Setxattr(e.outside+"/priv/readable", "user.k", []byte("sec-value"), 0); err != nil {
+		t.Skipf("no user xattrs on %s: %v", e.outside, err)
+	}
+	for name, to := range map[string]string{"pub": e.outside + "/pub/file", "sec": e.outside + "/priv/readable", "dir": e.outside + "/priv/sub",
+		"wpub": e.extra + "/pubw/open", "wpriv": e.extra + "/privw/open"} {
 		if err := os.Symlink(to, e.s("nb/"+name)); err != nil {
 			t.Fatal(err)
 		}
@@ -530,8 +537,28 @@ func TestConfusedDeputyLinkOut(t *testing.T) {
 	if out, err := as("ls", e.m("nb/dir")); err == nil || strings.Contains(out, "listed") {
 		t.Errorf("nobody listed a directory inside root's private one through a link: %q, %v", out, err)
 	}
+	if out, err := as("getfattr", "--absolute-names", "--only-values", "-n", "user.k", e.m("nb/sec")); err == nil || strings.Contains(out, "sec-value") {
+		t.Errorf("nobody read an xattr of a file in root's private directory through a link: %q, %v", out, err)
+	}
+	// Writes: a world-writable file in a writable root, in a public directory and in
+	// root's private one.
+	if out, err := as("sh", "-c", "printf x >> "+e.m("nb/wpub")); err != nil {
+		t.Errorf("control: nobody appends through a link to a public world-writable file: %q, %v", out, err)
+	}
+	if b, _ := os.ReadFile(e.extra + "/pubw/open"); string(b) != "openx" {
+		t.Errorf("control: the public file is %q, want openx", b)
+	}
+	if out, err := as("sh", "-c", "printf x >> "+e.m("nb/wpriv")); err == nil {
+		t.Errorf("nobody appended through a link to a file in root's private directory: %q", out)
+	}
+	if b, _ := os.ReadFile(e.extra + "/privw/open"); string(b) != "open" {
+		t.Errorf("root's private file is %q, want it unchanged", b)
+	}
 	if b, err := os.ReadFile(e.m("nb/sec")); err != nil || string(b) != "topsecret" {
 		t.Errorf("control: root reads through the link: %q, %v", b, err)
+	}
+	if b, err := unix.Getxattr(e.m("nb/sec"), "user.k", make([]byte, 64)); err != nil || b != len("sec-value") {
+		t.Errorf("control: root reads the xattr through the link: %d, %v", b, err)
 	}
 	if ents, err := os.ReadDir(e.m("nb/dir")); err != nil || len(ents) != 1 {
 		t.Errorf("control: root lists through the link: %v, %v", ents, err)

@@ -123,11 +123,9 @@ func (f *fence) openForWrite(ctx context.Context, s *snapshot, op, rel string, f
 		unix.Close(fd)
 		return nil, st, 0, syscall.ESTALE
 	}
+	// (A create gets here only for a caller with the daemon's rights: see Create.)
 	if errno := f.reachable(ctx, fd, rel); errno != 0 {
 		unix.Close(fd)
-		if created {
-			unix.Unlinkat(dirFd, base, 0)
-		}
 		return nil, st, 0, errno
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
