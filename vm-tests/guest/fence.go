@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -171,9 +172,28 @@ func fenceUnprivileged(r *reporter) {
 // daemon is a background process (toh-mount in the foreground mode).
 type daemon struct {
 	cmd    *exec.Cmd
-	stderr bytes.Buffer
+	stderr lockedBuffer
 	done   chan struct{}
 	err    error
+}
+
+// lockedBuffer collects the daemon's output, written by os/exec's copying
+// goroutine while the checks read it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func startDaemon(unprivileged bool, dir string, argv ...string) *daemon {
@@ -195,11 +215,13 @@ func startDaemon(unprivileged bool, dir string, argv ...string) *daemon {
 	return d
 }
 
-// waitMounted polls until mnt is a mount point, the daemon exits, or 60 s pass.
+// waitMounted polls until mnt is a mount point and the daemon has said it serves
+// it, the daemon exits, or 60 s pass. Until the daemon says so, go-fuse may still
+// hold a file open on the mount (its poll probe), and toh-mount -u would get EBUSY.
 func (d *daemon) waitMounted(mnt string) bool {
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
-		if isMounted(mnt) {
+		if isMounted(mnt) && strings.Contains(d.stderr.String(), "toh-mount: serving ") {
 			return true
 		}
 		select {
