@@ -563,6 +563,28 @@ func TestConfusedDeputyLinkOut(t *testing.T) {
 	if ents, err := os.ReadDir(e.m("nb/dir")); err != nil || len(ents) != 1 {
 		t.Errorf("control: root lists through the link: %v, %v", ents, err)
 	}
+
+	// Names and attributes: nobody may not learn what lies in root's private
+	// directory by looking names up, not even right after root looked them up and
+	// listed them (the kernel's dentries are shared between callers).
+	if out, err := as("stat", "-c", "%s", e.m("nb/pub")); err != nil || strings.TrimSpace(out) != "6" {
+		t.Errorf("control: nobody stats a public file through a link: %q, %v", out, err)
+	}
+	for round, rootFirst := range []bool{false, true} {
+		if rootFirst {
+			if out, err := exec.Command("ls", "-laR", e.m("nb")).CombinedOutput(); err != nil || !strings.Contains(string(out), "listed") {
+				t.Fatalf("control: root lists nb recursively: %q, %v", out, err)
+			}
+			if fi, err := os.Stat(e.m("nb/dir/listed")); err != nil || fi.Size() != int64(len("entry")) {
+				t.Errorf("control: root stats a name below the link: %v, %v", fi, err)
+			}
+		}
+		for _, name := range []string{"nb/sec", "nb/dir", "nb/dir/listed"} {
+			if out, err := as("stat", "-c", "%s %U", e.m(name)); err == nil {
+				t.Errorf("round %d: nobody learned the attributes of %s, inside root's private directory: %q", round, name, out)
+			}
+		}
+	}
 }
 
 // nobody is the caller the deputy tests act as.

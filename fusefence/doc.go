@@ -329,9 +329,16 @@
 // groups are not known, an ACL counts as no); EACCES otherwise, where the caller
 // may natively have been allowed. Before this (fixed 2026-11-30), any user able to
 // make a symlink in SOURCE read world-readable files inside other users' private
-// directories through a root mount (TestConfusedDeputyLinkOut). Left: lookups and
-// getattr through such links still show the target's attributes (existence, size,
-// mode, times) and the names beneath a linked directory to any caller.
+// directories through a root mount (TestConfusedDeputyLinkOut). Lookups and
+// getattr of such objects are judged the same way (node.lookup), and on a mount
+// other users see the link's own name, the entry point, is never cached by the
+// kernel (zero entry and attribute timeouts; a READDIRPLUS answers it as a plain
+// entry): a dentry made for root would let the next caller walk through it without
+// a request. Below the entry point the kernel checks each caller against the modes
+// the mirror shows, as anywhere. Before this (fixed 2026-11-30, the same test),
+// any user could learn the existence, size, owner, mode and times of names inside
+// other users' private directories through such a link. What it costs: one LOOKUP
+// per walk through a link that leaves SOURCE, on shared mounts only.
 // TestConfusedDeputyNames
 // (every name-adding operation in a swapped directory; unlink, rename, exchange in a
 // sticky one; a create through a hidden link; each fails without its check, the

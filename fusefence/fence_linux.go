@@ -99,6 +99,7 @@ type fence struct {
 	onDeny    func(Event)
 	auditPath string        // canonical path of the audit log, guarded like the policy file
 	euid      uint32        // the daemon's effective uid (see asRoot, ownRights)
+	shared    bool          // other users may see the mount (Config.AllowOther)
 	timeout   time.Duration // the kernel's entry and attribute cache lifetime
 	debug     bool
 	logf      func(string, ...any)
@@ -151,6 +152,7 @@ func Mount(cfg Config) (*Fence, error) {
 		audit:   cfg.Audit,
 		onDeny:  cfg.OnDeny,
 		euid:    uint32(os.Geteuid()),
+		shared:  cfg.AllowOther,
 		debug:   cfg.Debug,
 		logf:    cfg.Logf,
 	}

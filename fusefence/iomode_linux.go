@@ -94,6 +94,45 @@ func (r *rawFS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, o
 	return st
 }
 
+// Lookup and GetAttr hand the kernel the zero timeouts node.lookup and
+// node.Getattr asked for (see uncachedEntry): go-fuse's bridge replaces a zero
+// timeout with the mount's.
+func (r *rawFS) Lookup(cancel <-chan struct{}, header *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
+	st := r.RawFileSystem.Lookup(cancel, header, name, out)
+	if out.EntryValid == 0 && out.EntryValidNsec == uncachedNsec {
+		out.EntryValidNsec = 0
+	}
+	if out.AttrValid == 0 && out.AttrValidNsec == uncachedNsec {
+		out.AttrValidNsec = 0
+	}
+	return st
+}
+
+func (r *rawFS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
+	st := r.RawFileSystem.GetAttr(cancel, in, out)
+	if out.AttrValid == 0 && out.AttrValidNsec == uncachedNsec {
+		out.AttrValidNsec = 0
+	}
+	return st
+}
+
+// uncachedNsec marks a timeout the kernel must get as zero: the entry or its
+// attributes are not to be cached at all. One nanosecond is what the bridge keeps
+// (it replaces only a zero) and rawFS turns back into zero; should a reply reach
+// the kernel unturned, it caches for one jiffy.
+const uncachedNsec = 1
+
+// uncachedEntry asks that the kernel cache neither the entry nor its attributes.
+func uncachedEntry(out *fuse.EntryOut) {
+	out.EntryValid, out.EntryValidNsec = 0, uncachedNsec
+	out.AttrValid, out.AttrValidNsec = 0, uncachedNsec
+}
+
+// uncachedAttr asks that the kernel not cache the attributes.
+func uncachedAttr(out *fuse.AttrOut) {
+	out.AttrValid, out.AttrValidNsec = 0, uncachedNsec
+}
+
 // attach puts the backing file an Open or Create answered on the same request
 // (keyed by its cancel channel, unique among requests in flight) into the answer.
 func (f *fence) attach(cancel <-chan struct{}, st fuse.Status, out *fuse.OpenOut) {

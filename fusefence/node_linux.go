@@ -237,10 +237,35 @@ func (n *node) isSymlink() bool { return n.StableAttr().Mode == unix.S_IFLNK }
 var _ = (fs.NodeLookuper)((*node)(nil))
 
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	st, gen, errno := n.presentChild(name)
+	return n.lookup(ctx, name, out, false)
+}
+
+// lookup looks name up for the caller of ctx. Something found away from its own
+// place in SOURCE (through a link the mirror shows as what it leads to, at this
+// name or above it) is looked up only for a caller who could reach it on the host
+// (see reachableAt). A name that is itself such a link is the entry point into
+// directories whose ancestors the kernel never checked, and its dentry would let
+// the next caller walk through without a LOOKUP; so on a mount other users see it
+// is never cached: every walk through it is a LOOKUP here, and a READDIRPLUS
+// (listing) answers it as a plain entry, which makes no dentry. Below it the
+// kernel checks each caller against the modes the mirror shows, as anywhere.
+func (n *node) lookup(ctx context.Context, name string, out *fuse.EntryOut, listing bool) (*fs.Inode, syscall.Errno) {
+	sh, errno := n.showChild(ctx, name)
 	if errno != 0 {
 		return nil, errno
 	}
+	if sh.away {
+		if errno := n.f.reachableAt(ctx, sh.at); errno != 0 {
+			return nil, errno
+		}
+	}
+	if sh.followed && n.f.shared {
+		if listing {
+			return nil, syscall.EEXIST
+		}
+		uncachedEntry(out)
+	}
+	st, gen := sh.st, sh.gen
 	id := n.f.stable(&st, gen)
 	if id.Mode == unix.S_IFDIR && n.hasAncestor(id.Ino) {
 		// A directory shown under a name below itself (an escaping link to an
@@ -287,40 +312,70 @@ func (f *fence) present(rel string) (st unix.Stat_t, gen uint64, errno syscall.E
 // presentIn is present for an entry of the directory node dir (nil: unknown),
 // through dir's cached directory.
 func (f *fence) presentIn(dir *node, rel string) (st unix.Stat_t, gen uint64, errno syscall.Errno) {
+	sh, errno := f.showIn(dir, rel)
+	return sh.st, sh.gen, errno
+}
+
+// shown is what the mirror shows at a name (see present).
+type shown struct {
+	st  unix.Stat_t
+	gen uint64
+	// at is the canonical host path of what is shown; away reports that it is not
+	// the name's own place in SOURCE (a link shown as what it leads to, at the
+	// name or on the way to it), followed that the name itself is such a link.
+	at             string
+	away, followed bool
+}
+
+// showIn is presentIn, saying where what it shows is.
+func (f *fence) showIn(dir *node, rel string) (sh shown, errno syscall.Errno) {
 	if rel == "" {
-		gen, err := statx(f.host(rel), unix.AT_SYMLINK_NOFOLLOW, &st) // SOURCE, canonical
-		return st, gen, toErrno(err)
+		sh.at = f.host(rel) // SOURCE, canonical
+		sh.gen, errno = statxErrno(sh.at, unix.AT_SYMLINK_NOFOLLOW, &sh.st)
+		return sh, errno
 	}
 	p, errno := f.hostParentIn(dir, rel)
 	if errno != 0 {
-		return st, 0, errno
+		return sh, errno
 	}
 	defer p.close()
-	gen, err := p.statx(&st)
-	if err != nil {
-		return st, 0, toErrno(err)
+	var err error
+	if sh.gen, err = p.statx(&sh.st); err != nil {
+		return sh, toErrno(err)
 	}
-	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
-		if text, ok := f.linkText(p, rel, &st); ok {
-			st.Size = int64(len(text))
-		} else if target, errno := f.throughLink(p.join()); errno != 0 {
-			return st, 0, errno
-		} else if gen, err = statx(target, 0, &st); err != nil {
-			return st, 0, syscall.ENOENT
+	sh.at = p.join()
+	sh.away = p.path != f.host(parentRel(rel))
+	if sh.st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		if text, ok := f.linkText(p, rel, &sh.st); ok {
+			sh.st.Size = int64(len(text))
+		} else if target, errno := f.throughLink(sh.at); errno != 0 {
+			return sh, errno
+		} else if sh.gen, err = statx(target, 0, &sh.st); err != nil {
+			return sh, syscall.ENOENT
+		} else {
+			sh.at, sh.away, sh.followed = target, true, true
 		}
 	}
-	return st, gen, 0
+	return sh, 0
 }
 
-// presentChild is present for the child name of n, through n's listing in
-// progress when there is one and the name is no symlink.
-func (n *node) presentChild(name string) (st unix.Stat_t, gen uint64, errno syscall.Errno) {
-	if h := n.listing.Load(); h != nil {
-		if gen, ok := h.lstat(name, &st); ok && st.Mode&unix.S_IFMT != unix.S_IFLNK {
-			return st, gen, 0
+func statxErrno(path string, flags int, st *unix.Stat_t) (uint64, syscall.Errno) {
+	gen, err := statx(path, flags, st)
+	return gen, toErrno(err)
+}
+
+// showChild is showIn for the child name of n, through n's listing in progress
+// when there is one, the name is no symlink, and the caller of ctx has the
+// daemon's rights (such a caller is never refused what lies away from its place,
+// see reachableAt, so where it lies does not matter).
+func (n *node) showChild(ctx context.Context, name string) (sh shown, errno syscall.Errno) {
+	if h := n.listing.Load(); h != nil && n.f.ownRights(ctx) {
+		if gen, ok := h.lstat(name, &sh.st); ok && sh.st.Mode&unix.S_IFMT != unix.S_IFLNK {
+			sh.gen = gen
+			return sh, 0
 		}
 	}
-	return n.f.presentIn(n, childRel(n.rel(), name))
+	return n.f.showIn(n, childRel(n.rel(), name))
 }
 
 // hostParentDir is the host directory of a name the mirror shows, opened so that
@@ -600,18 +655,28 @@ func (n *node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 	if err != nil {
 		return toErrno(err)
 	}
+	at, away := p.join(), p.path != n.f.host(parentRel(rel))
 	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
 		if !n.isSymlink() {
-			// An escaping symlink shown as its target.
-			target, errno := n.f.throughLink(p.join())
+			// An escaping symlink shown as its target: an entry point (see lookup).
+			target, errno := n.f.throughLink(at)
 			if errno != 0 {
 				return errno
 			}
 			if gen, err = statx(target, 0, &st); err != nil {
 				return toErrno(err)
 			}
+			at, away = target, true
+			if n.f.shared {
+				uncachedAttr(out)
+			}
 		} else if text, ok := n.f.linkText(p, rel, &st); ok {
 			st.Size = int64(len(text))
+		}
+	}
+	if away {
+		if errno := n.f.reachableAt(ctx, at); errno != 0 {
+			return errno
 		}
 	}
 	return n.attrOut(&st, gen, out)
@@ -719,7 +784,7 @@ func (d *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 	if d.n.GetChild(name) != nil {
 		return nil, syscall.EEXIST
 	}
-	return d.n.Lookup(ctx, name, out)
+	return d.n.lookup(ctx, name, out, true)
 }
 
 var _ = (fs.FileSeekdirer)((*dirHandle)(nil))
@@ -895,16 +960,26 @@ func (f *fence) reachable(ctx context.Context, fd int, rel string) syscall.Errno
 	if f.ownRights(ctx) {
 		return 0
 	}
-	c, ok := fuse.FromContext(ctx)
-	if !ok {
-		return syscall.EACCES
-	}
 	at, err := os.Readlink(procFd(fd))
 	if err != nil || !strings.HasPrefix(at, "/") {
 		return syscall.EACCES
 	}
 	if at == f.host(rel) {
 		return 0
+	}
+	return f.reachableAt(ctx, at)
+}
+
+// reachableAt checks that the caller of ctx could reach the host path at (an
+// object the mirror shows away from its own place) by its own rights, as
+// reachable does.
+func (f *fence) reachableAt(ctx context.Context, at string) syscall.Errno {
+	if f.ownRights(ctx) {
+		return 0
+	}
+	c, ok := fuse.FromContext(ctx)
+	if !ok {
+		return syscall.EACCES
 	}
 	top := "/"
 	if canon.LexicallyWithin(at, f.source) {
