@@ -506,11 +506,12 @@ func TestConfusedDeputyLinkOut(t *testing.T) {
 	}
 	e := newEnv(t, policy.WorkspaceWrite, "file outside/pub/file public", "file outside/priv/readable topsecret",
 		"file outside/priv/sub/listed entry", "dir src/nb",
-		"file extra/pubw/open open", "file extra/privw/open open") // extra is a writable root
+		"file extra/pubw/open open", "file extra/privw/open open", // extra is a writable root
+		"dir extra/pubw/pubdir", "dir extra/privw/pubdir")
 	for p, mode := range map[string]os.FileMode{e.base: 0o755, e.outside: 0o755, e.outside + "/pub": 0o755,
 		e.outside + "/priv": 0o700, e.outside + "/priv/readable": 0o644, e.outside + "/priv/sub": 0o755,
-		e.extra: 0o755, e.extra + "/pubw": 0o755, e.extra + "/pubw/open": 0o666,
-		e.extra + "/privw": 0o700, e.extra + "/privw/open": 0o666} {
+		e.extra: 0o755, e.extra + "/pubw": 0o755, e.extra + "/pubw/open": 0o666, e.extra + "/pubw/pubdir": 0o777,
+		e.extra + "/privw": 0o700, e.extra + "/privw/open": 0o666, e.extra + "/privw/pubdir": 0o777} {
 		if err := os.Chmod(p, mode); err != nil {
 			t.Fatal(err)
 		}
@@ -519,7 +520,8 @@ func TestConfusedDeputyLinkOut(t *testing.T) {
 		t.Skipf("no user xattrs on %s: %v", e.outside, err)
 	}
 	for name, to := range map[string]string{"pub": e.outside + "/pub/file", "sec": e.outside + "/priv/readable", "dir": e.outside + "/priv/sub",
-		"wpub": e.extra + "/pubw/open", "wpriv": e.extra + "/privw/open"} {
+		"wpub": e.extra + "/pubw/open", "wpriv": e.extra + "/privw/open",
+		"wpubdir": e.extra + "/pubw/pubdir", "wprivdir": e.extra + "/privw/pubdir"} {
 		if err := os.Symlink(to, e.s("nb/"+name)); err != nil {
 			t.Fatal(err)
 		}
@@ -553,6 +555,34 @@ func TestConfusedDeputyLinkOut(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(e.extra + "/privw/open"); string(b) != "open" {
 		t.Errorf("root's private file is %q, want it unchanged", b)
+	}
+	// Changes that are no open: truncate(2), utimes to now, an xattr, a new name. The
+	// kernel lets nobody do each on the world-writable file or directory it sees.
+	past := time.Unix(1_000_000_000, 0)
+	if err := os.Chtimes(e.extra+"/privw/open", past, past); err != nil {
+		t.Fatal(err)
+	}
+	for what, call := range map[string]func(string) error{
+		"truncate":  func(p string) error { return unix.Truncate(p, 1) },
+		"utimes":    func(p string) error { return unix.Utimes(p, nil) },
+		"setxattr":  func(p string) error { return unix.Setxattr(p, "user.n", []byte("v"), 0) },
+		"create in": func(p string) error { return os.WriteFile(p+"dir/new", nil, 0o644) },
+	} {
+		if err := onNobodyThread(func() error { return call(e.m("nb/wpriv")) }); err == nil {
+			t.Errorf("nobody's %s through a link reached root's private directory", what)
+		}
+		if err := onNobodyThread(func() error { return call(e.m("nb/wpub")) }); err != nil {
+			t.Errorf("control: nobody's %s through a link to a public directory: %v", what, err)
+		}
+	}
+	if fi, err := os.Stat(e.extra + "/privw/open"); err != nil || fi.Size() != int64(len("open")) || !fi.ModTime().Equal(past) {
+		t.Errorf("root's private file changed: %v, %v", fi, err)
+	}
+	if _, err := unix.Getxattr(e.extra+"/privw/open", "user.n", nil); err == nil {
+		t.Error("root's private file got nobody's xattr")
+	}
+	if _, err := os.Lstat(e.extra + "/privw/pubdir/new"); err == nil {
+		t.Error("nobody's new file is in root's private directory")
 	}
 	if b, err := os.ReadFile(e.m("nb/sec")); err != nil || string(b) != "topsecret" {
 		t.Errorf("control: root reads through the link: %q, %v", b, err)

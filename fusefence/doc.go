@@ -338,7 +338,10 @@
 // the mirror shows, as anywhere. Before this (fixed 2026-11-30, the same test),
 // any user could learn the existence, size, owner, mode and times of names inside
 // other users' private directories through such a link. What it costs: one LOOKUP
-// per walk through a link that leaves SOURCE, on shared mounts only.
+// per walk through a link that leaves SOURCE, on shared mounts only. Every
+// mutation's decision (judge) checks the same for its re-resolved target, so a
+// truncate(2), utimes, xattr change or new name through such a link is refused to
+// a caller who could not reach it even where a lookup let the caller through.
 // TestConfusedDeputyNames
 // (every name-adding operation in a swapped directory; unlink, rename, exchange in a
 // sticky one; a create through a hidden link; each fails without its check, the

@@ -60,6 +60,14 @@ func (f *fence) judge(ctx context.Context, s *snapshot, op, rel string, fm form,
 	if !ok || f.mountpoint != "" && canon.LexicallyWithin(target, f.mountpoint) {
 		return nil, f.deny(ctx, s, op, rel, target, RuleOwnMount)
 	}
+	if target != f.host(rel) {
+		// Away from its own place in SOURCE, through a link the mirror shows as what
+		// it leads to: the kernel checked the caller against none of the directories
+		// on the way there (see reachable).
+		if errno := f.reachableAt(ctx, target); errno != 0 {
+			return nil, errno
+		}
+	}
 	ps := f.protected(s)
 	prot := ps.g
 	p, rule := place(s.x, prot, target, r, f.auditPath)
