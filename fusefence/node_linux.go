@@ -331,8 +331,9 @@ type shown struct {
 func (f *fence) showIn(dir *node, rel string) (sh shown, errno syscall.Errno) {
 	if rel == "" {
 		sh.at = f.host(rel) // SOURCE, canonical
-		sh.gen, errno = statxErrno(sh.at, unix.AT_SYMLINK_NOFOLLOW, &sh.st)
-		return sh, errno
+		gen, err := statx(sh.at, unix.AT_SYMLINK_NOFOLLOW, &sh.st)
+		sh.gen = gen
+		return sh, toErrno(err)
 	}
 	p, errno := f.hostParentIn(dir, rel)
 	if errno != 0 {
@@ -357,11 +358,6 @@ func (f *fence) showIn(dir *node, rel string) (sh shown, errno syscall.Errno) {
 		}
 	}
 	return sh, 0
-}
-
-func statxErrno(path string, flags int, st *unix.Stat_t) (uint64, syscall.Errno) {
-	gen, err := statx(path, flags, st)
-	return gen, toErrno(err)
 }
 
 // showChild is showIn for the child name of n, through n's listing in progress
