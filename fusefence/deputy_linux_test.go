@@ -1,6 +1,7 @@
 package fusefence
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -656,5 +657,68 @@ func TestGetattrOfReplacedName(t *testing.T) {
 	}
 	if fi, err := os.Stat(e.m("f")); err != nil || !fi.IsDir() {
 		t.Errorf("stat of f by path: %v, %v; want the directory", fi, err)
+	}
+}
+
+// TestACLsEnforced: on a mount other users see, the kernel checks each caller
+// against the host's POSIX ACLs (FUSE_POSIX_ACL), not the modes alone. Without it a
+// root daemon read a file and listed a directory whose ACL denies nobody, because
+// their "other" bits allow reading; and refused what an ACL grants beyond the
+// modes. Each case below fails without it.
+func TestACLsEnforced(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the daemon is a deputy only as root (allow_other, default_permissions)")
+	}
+	e := newEnv(t, policy.WorkspaceWrite, "file src/deny secret", "file src/plain public",
+		"file src/grant granted", "file src/ddeny/x inside", "file src/dplain/x inside")
+	for p, mode := range map[string]os.FileMode{e.base: 0o755, e.src: 0o755, e.s("deny"): 0o644, e.s("plain"): 0o644,
+		e.s("grant"): 0o600, e.s("ddeny"): 0o755, e.s("ddeny/x"): 0o644, e.s("dplain"): 0o755, e.s("dplain/x"): 0o644} {
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// user::rw(x) user:nobody:PERM group::r(x) mask::r(x) other::OTHER(x)
+	setACL := func(p string, nobodyPerm, other, x uint16) {
+		t.Helper()
+		b := binary.LittleEndian.AppendUint32(nil, 2) // POSIX_ACL_XATTR_VERSION
+		for _, ent := range []struct {
+			tag, perm uint16
+			id        uint32
+		}{{0x01, 6 | x, ^uint32(0)}, {0x02, nobodyPerm, nobody}, {0x04, 4 | x, ^uint32(0)}, {0x10, 4 | x, ^uint32(0)}, {0x20, other | x, ^uint32(0)}} {
+			b = binary.LittleEndian.AppendUint16(b, ent.tag)
+			b = binary.LittleEndian.AppendUint16(b, ent.perm)
+			b = binary.LittleEndian.AppendUint32(b, ent.id)
+		}
+		if err := unix.Setxattr(p, "system.posix_acl_access", b, 0); err != nil {
+			t.Skipf("no POSIX ACLs on %s: %v", p, err)
+		}
+	}
+	setACL(e.s("deny"), 0, 4, 0)
+	setACL(e.s("ddeny"), 0, 4, 1)
+	setACL(e.s("grant"), 4, 0, 0) // mode 0640 now: only the ACL lets nobody read
+
+	for _, c := range []struct {
+		args []string
+		want bool // nobody may, on the host
+	}{
+		{[]string{"cat", "deny"}, false},
+		{[]string{"cat", "plain"}, true},
+		{[]string{"cat", "grant"}, true},
+		{[]string{"ls", "ddeny"}, false},
+		{[]string{"cat", "ddeny/x"}, false},
+		{[]string{"ls", "dplain"}, true},
+		{[]string{"cat", "dplain/x"}, true},
+	} {
+		host := append([]string{c.args[0]}, e.s(c.args[1]))
+		if _, err := asNobody(host...); (err == nil) != c.want {
+			t.Fatalf("control: nobody's %v on the host: %v, want allowed=%v", c.args, err, c.want)
+		}
+		// Root first: its own checks and the dentries they leave must not decide for nobody.
+		if out, err := exec.Command(c.args[0], e.m(c.args[1])).CombinedOutput(); err != nil {
+			t.Errorf("control: root's %v through the mount: %q, %v", c.args, out, err)
+		}
+		if out, err := asNobody(c.args[0], e.m(c.args[1])); (err == nil) != c.want {
+			t.Errorf("nobody's %v through the mount: %q, %v; want allowed=%v as on the host", c.args, out, err, c.want)
+		}
 	}
 }

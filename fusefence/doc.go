@@ -351,6 +351,26 @@
 // checks narrow a race to the microseconds between the check and the call; they
 // cannot close it: no system call removes a name only if it is a given inode.
 //
+// POSIX ACLs. The kernel's permission check (default_permissions) sees the
+// modes the mirror shows; an ACL can deny a named user what the "other" bits
+// allow, or grant what they do not. On a mount other users see, the fence asks
+// for FUSE_POSIX_ACL: the kernel reads each object's ACL through GETXATTR
+// (system.posix_acl_access, the host's own) and checks every caller against it,
+// as on the host. Before this (fixed 2026-11-30), a root toh-mount let any user
+// read files and list directories whose ACL denied that user (TestACLsEnforced,
+// which also checks a grant beyond the modes). The cost falls on callers other
+// than an object's owner: the kernel asks (GETXATTR) for the ACL of each directory
+// and file such a caller walks through or opens, and keeps the answer only
+// briefly (two or three GETXATTRs for every cat by nobody of a file in the mount
+// root, measured with --debug). An owner's checks never consult the ACL, so a
+// tree used by its owner, as in bench/, pays nothing. ACLs are
+// changed through the mount as xattrs, fenced as xattr changes; the host file
+// system keeps modes and ACLs in step. Known difference: a file created through
+// the mount in a directory with a default ACL gets the caller's umask applied as
+// well (the kernel applies it before asking the daemon), so it can come out more
+// restrictive than natively, never less. The daemon's own checks of directories
+// outside the mirror (canSearch) still count any ACL as "no".
+//
 // It does not protect against: writes that do not go through the mount (the same
 // process writing SOURCE directly: confine it with toh-exec); a directory moved out
 // of a writable root after the fence opened it (descriptors follow it, as in

@@ -196,9 +196,13 @@ func Mount(cfg Config) (*Fence, error) {
 		NullPermissions: true, // show modes as they are, 0000 included
 		RootStableAttr:  &rootAttr,
 		MountOptions: fuse.MountOptions{
-			FsName:      fsName,
-			Name:        "toh",
-			AllowOther:  cfg.AllowOther,
+			FsName:     fsName,
+			Name:       "toh",
+			AllowOther: cfg.AllowOther,
+			// Where other users see the mount, the kernel checks each of them
+			// against the host's POSIX ACLs too, not the modes alone (see the
+			// package doc, "POSIX ACLs").
+			EnableAcl:   cfg.AllowOther,
 			DirectMount: f.asRoot(), // no fusermount3 needed as root; it is the fallback
 			Debug:       cfg.Debug,
 			// OPEN carries O_TRUNC, so the fence truncates only after judging the
