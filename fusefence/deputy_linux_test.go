@@ -722,3 +722,70 @@ func TestACLsEnforced(t *testing.T) {
 		}
 	}
 }
+
+// TestProtectedSymlinks: the host's fs.protected_symlinks, which the kernel checks
+// at every follow, root's included, holds through the mount for links the mirror
+// shows as what they lead to (the daemon follows those): in a sticky
+// world-writable directory, a link owned by neither the follower nor the
+// directory's owner is not followed. Without the check root wrote through nobody's
+// planted link.
+func TestProtectedSymlinks(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs a link owned by another user")
+	}
+	e := newEnv(t, policy.WorkspaceWrite, "dir src/shared", "file extra/target orig", "file extra/mine mine")
+	hostOn := !sysctlOff("/proc/sys/fs/protected_symlinks")
+	for p, mode := range map[string]os.FileMode{e.base: 0o755, e.src: 0o755, e.extra: 0o755,
+		e.s("shared"): 0o777 | os.ModeSticky, e.extra + "/target": 0o644, e.extra + "/mine": 0o644} {
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, to := range map[string]string{"evil": e.extra + "/target", "dang": e.extra + "/planted",
+		"ok": e.extra + "/mine", "okdang": e.extra + "/made"} {
+		if err := os.Symlink(to, e.s("shared/"+name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"evil", "dang"} {
+		if err := os.Lchown(e.s("shared/"+name), nobody, nobody); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !hostOn {
+		// The fence follows the host: off here, so root writes through, as natively.
+		if err := os.WriteFile(e.m("shared/evil"), []byte("orig"), 0o644); err != nil {
+			t.Errorf("control: with fs.protected_symlinks off root writes through nobody's link: %v", err)
+		}
+		t.Log("fs.protected_symlinks is off on this host: the rest runs with the fence's copy of it switched on, without the host control")
+		e.fence.f.protectedSymlinks.Store(true)
+	} else if err := os.WriteFile(e.s("shared/evil"), []byte("x"), 0o644); !errors.Is(err, syscall.EACCES) {
+		t.Fatalf("control: root writes through nobody's link on the host: %v, want EACCES", err)
+	}
+	for _, name := range []string{"evil", "dang"} {
+		if err := os.WriteFile(e.m("shared/"+name), []byte("pwned"), 0o644); err == nil {
+			t.Errorf("root wrote through nobody's link %s in a sticky directory", name)
+		}
+	}
+	if b, _ := os.ReadFile(e.extra + "/target"); string(b) != "orig" {
+		t.Errorf("the link's target is %q, want orig", b)
+	}
+	if _, err := os.Lstat(e.extra + "/planted"); err == nil {
+		t.Error("root created the file nobody's dangling link leads to")
+	}
+	if _, err := os.ReadFile(e.m("shared/evil")); err == nil {
+		t.Error("root read through nobody's link in a sticky directory")
+	}
+	// Positive controls: the directory owner's links, and nobody following its own.
+	for _, name := range []string{"ok", "okdang"} {
+		if err := os.WriteFile(e.m("shared/"+name), []byte("fine"), 0o644); err != nil {
+			t.Errorf("control: root writes through its own link %s: %v", name, err)
+		}
+	}
+	if b, _ := os.ReadFile(e.extra + "/made"); string(b) != "fine" {
+		t.Errorf("control: root's dangling link made %q, want fine", b)
+	}
+	if out, err := asNobody("cat", e.m("shared/evil")); err != nil || out != "orig" {
+		t.Errorf("control: nobody reads through its own link: %q, %v", out, err)
+	}
+}

@@ -371,6 +371,21 @@
 // restrictive than natively, never less. The daemon's own checks of directories
 // outside the mirror (canSearch) still count any ACL as "no".
 //
+// Protected symlinks. With the host's fs.protected_symlinks on (read at mount),
+// the kernel follows a symlink in a sticky world-writable directory only for the
+// link's owner, or when the directory's owner owns the link too, root included.
+// The mirror shows a link that leaves SOURCE as what it leads to, so the daemon,
+// not the kernel, follows it: the fence applies the same rule to the caller of
+// every lookup, getattr and create through such a link (fence.ownerOnly). Before
+// this (fixed 2026-11-30), a user who could plant a link in a shared sticky
+// directory inside SOURCE led root's writes through the mount wherever the link
+// pointed, within the writable roots (TestProtectedSymlinks; where the host has
+// the setting off, as this machine does, the test switches the fence's copy on).
+// Links shown as links are followed by the kernel, which applies the rule itself.
+// fs.protected_regular and fs.protected_fifos (O_CREAT opens of existing files in
+// such directories) the kernel checks on the mount itself, against the attributes
+// the mirror shows.
+//
 // It does not protect against: writes that do not go through the mount (the same
 // process writing SOURCE directly: confine it with toh-exec); a directory moved out
 // of a writable root after the fence opened it (descriptors follow it, as in

@@ -97,13 +97,16 @@ type fence struct {
 	pol       PolicySource
 	audit     *AuditLog
 	onDeny    func(Event)
-	auditPath string        // canonical path of the audit log, guarded like the policy file
-	euid      uint32        // the daemon's effective uid (see asRoot, ownRights)
-	shared    bool          // other users may see the mount (Config.AllowOther)
-	timeout   time.Duration // the kernel's entry and attribute cache lifetime
-	debug     bool
-	logf      func(string, ...any)
-	root      *node
+	auditPath string // canonical path of the audit log, guarded like the policy file
+	euid      uint32 // the daemon's effective uid (see asRoot, ownRights)
+	shared    bool   // other users may see the mount (Config.AllowOther)
+	// protectedSymlinks is the host's fs.protected_symlinks, read at Mount (see
+	// ownerOnly); atomic so that a test can switch it on where the host has it off.
+	protectedSymlinks atomic.Bool
+	timeout           time.Duration // the kernel's entry and attribute cache lifetime
+	debug             bool
+	logf              func(string, ...any)
+	root              *node
 	// sourceGone is set once SOURCE was found to be another directory than the
 	// mounted one (see node.stale).
 	sourceGone atomic.Bool
@@ -232,6 +235,8 @@ func Mount(cfg Config) (*Fence, error) {
 		mountpoint = fmt.Sprintf("/dev/fd/%d", cfg.DevFD)
 		opts.MountOptions.DirectMount = false
 	}
+	// Unreadable counts as on: refusing a follow is the safe mistake.
+	f.protectedSymlinks.Store(!sysctlOff("/proc/sys/fs/protected_symlinks"))
 	unix.Umask(0)
 	raw := &rawFS{RawFileSystem: noopendir.Wrap(fs.NewNodeFS(f.root, opts)), f: f}
 	server, err := fuse.NewServer(raw, mountpoint, &opts.MountOptions)

@@ -212,8 +212,9 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		// the daemon's rights. Only a caller with those rights may (see ownRights).
 		var lst unix.Stat_t
 		isLink := unix.Fstatat(dirFd, base, &lst, unix.AT_SYMLINK_NOFOLLOW) == nil && lst.Mode&unix.S_IFMT == unix.S_IFLNK
+		ownerOnly := isLink && n.f.ownerOnly(hostParentDir{fd: dirFd}, &lst)
 		unix.Close(dirFd)
-		if isLink && !n.f.ownRights(ctx) {
+		if isLink && (!n.f.ownRights(ctx) || ownerOnly && !callerIs(ctx, lst.Uid)) {
 			return nil, nil, 0, syscall.EACCES
 		}
 		h, st, gen, errno := n.f.openForWrite(ctx, s, "create", rel, flags, true, mode, reachCarrier, nil)

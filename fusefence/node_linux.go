@@ -254,6 +254,9 @@ func (n *node) lookup(ctx context.Context, name string, out *fuse.EntryOut, list
 	if errno != 0 {
 		return nil, errno
 	}
+	if sh.ownerOnly && !callerIs(ctx, sh.linkUID) {
+		return nil, syscall.EACCES // see mayFollow
+	}
 	if sh.away {
 		if errno := n.f.reachableAt(ctx, sh.at); errno != 0 {
 			return nil, errno
@@ -325,6 +328,9 @@ type shown struct {
 	// name or on the way to it), followed that the name itself is such a link.
 	at             string
 	away, followed bool
+	// ownerOnly: the link followed may be followed only by linkUID (see ownerOnly).
+	ownerOnly bool
+	linkUID   uint32
 }
 
 // showIn is presentIn, saying where what it shows is.
@@ -351,9 +357,11 @@ func (f *fence) showIn(dir *node, rel string) (sh shown, errno syscall.Errno) {
 			sh.st.Size = int64(len(text))
 		} else if target, errno := f.throughLink(sh.at); errno != 0 {
 			return sh, errno
-		} else if sh.gen, err = statx(target, 0, &sh.st); err != nil {
-			return sh, syscall.ENOENT
 		} else {
+			sh.ownerOnly, sh.linkUID = f.ownerOnly(p, &sh.st), sh.st.Uid
+			if sh.gen, err = statx(target, 0, &sh.st); err != nil {
+				return sh, syscall.ENOENT
+			}
 			sh.at, sh.away, sh.followed = target, true, true
 		}
 	}
@@ -655,6 +663,9 @@ func (n *node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
 		if !n.isSymlink() {
 			// An escaping symlink shown as its target: an entry point (see lookup).
+			if n.f.ownerOnly(p, &st) && !callerIs(ctx, st.Uid) {
+				return syscall.EACCES // see mayFollow
+			}
 			target, errno := n.f.throughLink(at)
 			if errno != 0 {
 				return errno
@@ -964,6 +975,44 @@ func (f *fence) reachable(ctx context.Context, fd int, rel string) syscall.Errno
 		return 0
 	}
 	return f.reachableAt(ctx, at)
+}
+
+// ownerOnly reports whether the host's fs.protected_symlinks lets only its owner
+// follow the symlink link in the directory p: the directory is sticky and
+// world-writable and owned by someone else than the link. The kernel checks that
+// at every follow, root's included; a link the mirror shows as what it leads to
+// is followed by the daemon instead, so the fence checks the caller (callerIs).
+// Otherwise a link planted in a shared directory would lead a victim's writes
+// through the mount wherever its owner chose. An unreadable directory counts as
+// such a one.
+func (f *fence) ownerOnly(p hostParentDir, link *unix.Stat_t) bool {
+	if !f.protectedSymlinks.Load() {
+		return false
+	}
+	var dir unix.Stat_t
+	var err error
+	if p.fd >= 0 {
+		err = unix.Fstat(p.fd, &dir)
+	} else {
+		err = unix.Lstat(p.path, &dir)
+	}
+	if err != nil {
+		return true
+	}
+	const stickyWW = unix.S_ISVTX | 0o002
+	return dir.Mode&stickyWW == stickyWW && dir.Uid != link.Uid
+}
+
+// callerIs reports whether the caller of ctx runs as uid.
+func callerIs(ctx context.Context, uid uint32) bool {
+	c, ok := fuse.FromContext(ctx)
+	return ok && c.Uid == uid
+}
+
+// sysctlOff reports whether the sysctl file at path reads "0".
+func sysctlOff(path string) bool {
+	b, err := os.ReadFile(path)
+	return err == nil && strings.TrimSpace(string(b)) == "0"
 }
 
 // reachableAt checks that the caller of ctx could reach the host path at (an
