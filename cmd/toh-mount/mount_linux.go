@@ -7,9 +7,12 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
 	"sync"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/toh-sandbox/toh/fusefence"
 	"github.com/toh-sandbox/toh/policy"
@@ -21,6 +24,9 @@ func runMount(o mountOptions, stderr io.Writer) int {
 		logMu.Lock()
 		defer logMu.Unlock()
 		fmt.Fprintf(stderr, "toh-mount: "+format+"\n", args...)
+	}
+	if err := shedResourceOverride(); err != nil {
+		logf("could not give up CAP_SYS_RESOURCE (writes through the mount may pass their owner's quota and use root's reserved blocks): %v", err)
 	}
 
 	path := o.policy
@@ -160,4 +166,35 @@ func runUnmount(mountpoint string, stderr io.Writer) int {
 		return exitFailure
 	}
 	return exitOK
+}
+
+// shedResourceOverride makes a daemon that holds CAP_SYS_RESOURCE (root's) run
+// without it, for good: it drops it from the bounding set and executes itself
+// again (same process, same arguments), so that no thread of the new image has it;
+// it returns only on failure, or at once when there is nothing to shed.
+//
+// Why: the daemon writes other users' files with its own credentials, and with
+// that capability the host file system lets those writes past the owner's disk
+// quota and into the blocks it reserves for root (ext4's reserved blocks), so any
+// user could fill the disk through the mount. Without it, writes through the mount
+// stop where the file system stops writers without it, root's through the mount
+// included. Nothing the daemon does needs it (go-fuse's splice pipes stay within
+// fs.pipe-max-size). Capabilities belong to threads, and with cgo linked (go-fuse
+// imports net and os/user) Go cannot change them on every thread it has started;
+// an execve after the bounding-set drop does.
+func shedResourceOverride() error {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return err
+	}
+	const c = unix.CAP_SYS_RESOURCE
+	if data[c/32].Permitted&(1<<(c%32)) == 0 {
+		return nil
+	}
+	runtime.LockOSThread() // the drop and the execve on one thread; never unlocked
+	if err := unix.Prctl(unix.PR_CAPBSET_DROP, c, 0, 0, 0); err != nil {
+		return fmt.Errorf("dropping it from the bounding set: %w", err)
+	}
+	return fmt.Errorf("executing toh-mount again: %w", syscall.Exec("/proc/self/exe", os.Args, os.Environ()))
 }

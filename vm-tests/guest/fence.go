@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -21,6 +23,7 @@ var fenceChecks = []struct{ name, expected string }{
 	{"fence-read", "reads pass through"},
 	{"fence-deny", "EACCES, file absent in SOURCE"},
 	{"fence-allow", "written, lands in SOURCE"},
+	{"fence-caps", "daemon: no CAP_SYS_RESOURCE in any thread; guest root: has it"},
 	{"fence-unmount", "toh-mount -u: exit=0, unmounted, daemon exited"},
 	{"fence-audit", "exit=0, 1 record names denied.txt"},
 }
@@ -84,6 +87,20 @@ func fenceAsRoot(r *reporter) {
 	got := readTrim(src + "/allowed/new.txt")
 	r.add("fence-allow", "written, lands in SOURCE", fmt.Sprintf("%s, SOURCE has %q", errnoName(err), got), err == nil && got == "landed")
 
+	// A root daemon gives up CAP_SYS_RESOURCE (quota and reserved blocks), on every
+	// thread, by executing itself again; the guest's root keeps it.
+	guest := hasCap("/proc/self/status", capSysResource)
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", d.cmd.Process.Pid))
+	holding := 0
+	for _, t := range tasks {
+		if hasCap(t, capSysResource) {
+			holding++
+		}
+	}
+	r.add("fence-caps", "daemon: no CAP_SYS_RESOURCE in any thread; guest root: has it",
+		fmt.Sprintf("daemon: CAP_SYS_RESOURCE in %d of %d thread(s); guest root: %s", holding, len(tasks), map[bool]string{true: "has it", false: "lacks it"}[guest]),
+		len(tasks) > 0 && holding == 0 && guest)
+
 	res := asRoot(tohMount, "-u", mnt)
 	exited := d.waitExit(30 * time.Second)
 	mounted := isMounted(mnt)
@@ -102,6 +119,27 @@ func fenceAsRoot(r *reporter) {
 	if q.code != 0 || n != 1 {
 		r.detail("fence-audit", q.stdout+q.stderr)
 	}
+}
+
+// capSysResource is CAP_SYS_RESOURCE's bit.
+const capSysResource = 24
+
+// hasCap reports whether the status file of a task (/proc/PID/status) shows
+// capability bit in its permitted or effective set.
+func hasCap(status string, bit uint) bool {
+	b, err := os.ReadFile(status)
+	if err != nil {
+		return false
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) == 2 && (f[0] == "CapPrm:" || f[0] == "CapEff:") {
+			if v, err := strconv.ParseUint(f[1], 16, 64); err == nil && v&(1<<bit) != 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // countContaining counts the lines of s that contain sub.
