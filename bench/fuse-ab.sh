@@ -6,11 +6,17 @@
 #   sudo bench/fuse-ab.sh HEAD~1                 # find -ls and git status, caches expired
 #   sudo ROUNDS=16 STATE=warm bench/fuse-ab.sh 137abad
 #   sudo WORKLOADS=rm ROUNDS=8 bench/fuse-ab.sh 2627f3d   # rm -rf of the whole tree
+#   sudo WORKLOADS="small untar" ROUNDS=6 bench/fuse-ab.sh HEAD~1   # creating files
 #
 # Environment:
-#   WORKLOADS find, git, rm (default "find git"). rm: each timed run removes a copy of
-#             the tree extracted natively into SOURCE/scratch and listed once through
-#             the mount right before (STATE does not apply)
+#   WORKLOADS find, git, rm, small, untar, xattr (default "find git"). rm: each timed run
+#             removes a copy of the tree extracted natively into SOURCE/scratch and
+#             listed once through the mount right before; small: 4 writers create
+#             2,500 files of 4 KiB each (bench/fuse.sh's smallfiles); untar: the
+#             tree's tarball extracted through the mount (STATE applies to find and
+#             git only; what small and untar made is removed natively after each run);
+#             xattr: 50,000 getxattr(security.capability) of one file, the request
+#             the kernel sends before every write(2) to a file
 #   STATE     expired: each timed run starts 1.2 s after a warm-up run, so every entry
 #             the kernel cached has expired and each name is looked up again (what an
 #             agent re-running find every few seconds sees); warm: two warm-up runs
@@ -38,7 +44,7 @@ command -v perf >/dev/null || die "perf is not installed (apt-get install linux-
 [[ -d $WORK/ws/tree/.git ]] || die "$WORK/ws/tree is missing: run bench/fuse.sh once to prepare it"
 case $STATE in expired | warm) ;; *) die "STATE=$STATE: want expired or warm" ;; esac
 for w in $WORKLOADS; do
-	case $w in find | git | rm) ;; *) die "unknown workload $w: want find, git or rm" ;; esac
+	case $w in find | git | rm | small | untar | xattr) ;; *) die "unknown workload $w: want find, git, rm, small, untar or xattr" ;; esac
 done
 old_rev=$(git -C "$repo" rev-parse --short "$1")
 
@@ -52,13 +58,14 @@ cleanup() {
 	done
 	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
 	git -C "$repo" worktree remove --force "$tmp/old-tree" 2>/dev/null || true
-	rm -rf "$tmp" "$src/scratch/ab-rm"
+	rm -rf "$tmp" "$src/scratch/ab-rm" "$src/scratch"/ab-new-*
 }
 trap cleanup EXIT
 
 git -C "$repo" worktree add -q --detach "$tmp/old-tree" "$old_rev"
 (cd "$tmp/old-tree" && go build -o "$tmp/toh-old" ./cmd/toh-mount)
-(cd "$repo" && go build -o "$tmp/toh-new" ./cmd/toh-mount)
+(cd "$repo" && go build -o "$tmp/toh-new" ./cmd/toh-mount && go build -o "$tmp/fusebench" ./bench/fuse/fusebench)
+export FUSEBENCH=$tmp/fusebench TAR=$WORK/tree.tar
 printf '{"version": 1, "mode": "workspace-write", "workspaceRoot": "%s"}\n' "$src" >"$tmp/policy.json"
 
 declare -A pid
@@ -72,11 +79,14 @@ for b in old new; do
 	grep -qs " $tmp/mnt-$b fuse" /proc/self/mounts || die "toh-mount ($b) did not mount: $(cat "$tmp/$b.log")"
 done
 
-run() { # run WORKLOAD MOUNT
+run() { # run WORKLOAD MOUNT [NEW]: NEW names what small and untar make, never reused
 	case $1 in
 	find) find "$2/tree" -ls >/dev/null ;;
 	git) git -C "$2/tree" status --porcelain >/dev/null ;;
 	rm) rm -rf "$2/scratch/ab-rm" ;;
+	small) "$FUSEBENCH" smallfiles -dir "$2/scratch/$3" -writers 4 -files 2500 -size 4096 ;;
+	untar) mkdir "$2/scratch/$3" && tar -xf "$TAR" -C "$2/scratch/$3" ;;
+	xattr) "$FUSEBENCH" getxattr -n 50000 "$2/tree/go.mod" ;;
 	esac
 }
 : >"$tmp/times"
@@ -91,12 +101,17 @@ for w in $WORKLOADS; do
 				tar -xf "$WORK/tree.tar" -C "$src/scratch/ab-rm"
 				sync
 				find "$m/scratch/ab-rm" >/dev/null
+			elif [[ $w == xattr ]]; then
+				run "$w" "$m"
+			elif [[ $w == small || $w == untar ]]; then
+				rm -rf "$src/scratch"/ab-new-*
+				sync
 			else
 				run "$w" "$m"
 				if [[ $STATE == expired ]]; then sleep 1.2; else run "$w" "$m"; fi
 			fi
 			start=$(date +%s%N)
-			perf stat -x, -e task-clock -p "${pid[$b]}" -o "$tmp/stat" -- bash -c "$(declare -f run); run $w $m"
+			perf stat -x, -e task-clock -p "${pid[$b]}" -o "$tmp/stat" -- bash -c "$(declare -f run); run $w $m ab-new-$r-$b"
 			end=$(date +%s%N)
 			cpu=$(awk -F, '/task-clock/ {print $1}' "$tmp/stat")
 			echo "$w $b $(((end - start) / 1000)) $cpu" >>"$tmp/times"

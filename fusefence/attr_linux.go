@@ -2,9 +2,12 @@ package fusefence
 
 import (
 	"context"
+	"runtime"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"syscall"
+	"unsafe"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -297,3 +300,66 @@ func fallBack(err error, fast *atomic.Bool) bool {
 // procFd names the object an O_PATH descriptor holds. Path-based calls on it act on
 // that object itself: the magic link cannot be redirected.
 func procFd(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
+
+// procFdDir is /proc/self/fd, opened once: getxattrFd names a descriptor relative
+// to it, which spares the walk through /proc and self on each call.
+var procFdDir = sync.OnceValue(func() int {
+	fd, err := unix.Open("/proc/self/fd", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1
+	}
+	return fd
+})
+
+// getxattrat is off once the kernel answered ENOSYS (before Linux 6.13).
+var getxattrat atomic.Bool
+
+func init() { getxattrat.Store(true) }
+
+// getxattrFd is getxattr(2) of the object the O_PATH descriptor fd holds, through
+// its magic link as procFd, with getxattrat(2) relative to procFdDir where the
+// kernel has it. (getxattrat with AT_EMPTY_PATH refuses an O_PATH descriptor.)
+func getxattrFd(fd int, attr string, dest []byte) (int, error) {
+	if dir := procFdDir(); dir >= 0 && getxattrat.Load() {
+		n, err := getxattrAt(dir, strconv.Itoa(fd), attr, dest)
+		if err != unix.ENOSYS {
+			return n, err
+		}
+		getxattrat.Store(false)
+	}
+	return unix.Getxattr(procFd(fd), attr, dest)
+}
+
+// xattrArgs is the kernel's struct xattr_args (XATTR_ARGS_SIZE_VER0).
+type xattrArgs struct {
+	value uint64
+	size  uint32
+	flags uint32
+}
+
+// getxattrAt is getxattrat(2), following a symlink in the last component of name
+// (here the descriptor's magic link). x/sys has no wrapper for it. dest is passed
+// inside a struct, as a number, so it must not live on a goroutine's stack, which
+// may move: go-fuse's reply buffers are on the heap.
+func getxattrAt(dirFd int, name, attr string, dest []byte) (int, error) {
+	p, err := unix.BytePtrFromString(name)
+	if err != nil {
+		return 0, err
+	}
+	a, err := unix.BytePtrFromString(attr)
+	if err != nil {
+		return 0, err
+	}
+	var args xattrArgs
+	if len(dest) > 0 {
+		args.value = uint64(uintptr(unsafe.Pointer(&dest[0])))
+		args.size = uint32(len(dest))
+	}
+	r, _, e := unix.Syscall6(unix.SYS_GETXATTRAT, uintptr(dirFd), uintptr(unsafe.Pointer(p)), 0,
+		uintptr(unsafe.Pointer(a)), uintptr(unsafe.Pointer(&args)), unsafe.Sizeof(args))
+	runtime.KeepAlive(dest)
+	if e != 0 {
+		return 0, e
+	}
+	return int(r), nil
+}

@@ -629,6 +629,42 @@ func asNobody(args ...string) (string, error) {
 	return string(out), err
 }
 
+// TestXattrOfReplacedName: GETXATTR of a node whose name now holds another file
+// on the host answers ESTALE, not the other file's xattrs. The kernel checked the
+// caller's read permission (user.* needs it) against the node's cached attributes,
+// here a file nobody may read, replaced by root's private one within the cache
+// timeout. The daemon reads xattrs as root, so without the identity check nobody
+// reads root's.
+func TestXattrOfReplacedName(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the daemon is a deputy only as root (allow_other, default_permissions)")
+	}
+	e := newEnvTimeout(t, policy.WorkspaceWrite, time.Minute, "file src/d/y public", "file src/d/sec secret")
+	for p, mode := range map[string]os.FileMode{e.base: 0o755, e.src: 0o755, e.s("d"): 0o755, e.s("d/y"): 0o644, e.s("d/sec"): 0o600} {
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, v := range map[string]string{"d/y": "pub-value", "d/sec": "sec-value"} {
+		if err := unix.Setxattr(e.s(name), "user.k", []byte(v), 0); err != nil {
+			t.Skipf("no user xattrs on %s: %v", e.src, err)
+		}
+	}
+	get := []string{"getfattr", "--absolute-names", "--only-values", "-n", "user.k", e.m("d/y")}
+	if out, err := asNobody(get...); err != nil || out != "pub-value" {
+		t.Fatalf("control: nobody reads user.k of y: %q, %v", out, err)
+	}
+	if err := os.Rename(e.s("d/sec"), e.s("d/y")); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := asNobody(get...); err == nil || strings.Contains(out, "sec-value") {
+		t.Errorf("nobody read user.k of y after root's private file replaced it on the host: %q, %v", out, err)
+	}
+	if out, err := exec.Command(get[0], get[1:]...).CombinedOutput(); err != nil || string(out) != "sec-value" {
+		t.Errorf("control: root reads user.k of y: %q, %v", out, err)
+	}
+}
+
 // TestGetattrOfReplacedName: GETATTR of a node whose name now holds another object
 // on the host (here a file replaced by a directory) answers ESTALE instead of the
 // other object's attributes under the node: a descriptor on the old file says so,

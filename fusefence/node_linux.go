@@ -489,6 +489,48 @@ func isLink(p hostParentDir, st *unix.Stat_t) bool {
 	return err == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK
 }
 
+// openPath opens what a path-based read of rel acts on (see readTarget) as
+// O_PATH, never following it, and stats it into st: the entry through its
+// directory's descriptor (usually the directory cache's), or, when the entry is a
+// symlink the mirror shows as what it leads to, that target. The kernel asks for
+// security.capability before every write(2) to a file (is there a capability to
+// drop?), so this is on the way of each file written.
+func (f *fence) openPath(dir *node, rel string, st *unix.Stat_t) (fd int, gen uint64, errno syscall.Errno) {
+	if rel != "" {
+		p, errno := f.hostParentIn(dir, rel)
+		if errno != 0 {
+			return -1, 0, errno
+		}
+		fd, err := p.open(unix.O_PATH | unix.O_CLOEXEC)
+		p.close()
+		if err != nil {
+			return -1, 0, toErrno(err)
+		}
+		gen, err := statxFd(fd, st)
+		if err != nil {
+			unix.Close(fd)
+			return -1, 0, toErrno(err)
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFLNK {
+			return fd, gen, 0
+		}
+		unix.Close(fd)
+	}
+	target, errno := f.readTarget(dir, rel)
+	if errno != 0 {
+		return -1, 0, errno
+	}
+	fd, err := unix.Open(target, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, 0, toErrno(err)
+	}
+	if gen, err = statxFd(fd, st); err != nil {
+		unix.Close(fd)
+		return -1, 0, toErrno(err)
+	}
+	return fd, gen, 0
+}
+
 // statFollow is stat(2) of rel's host entry as a read sees it: a symlink there is
 // followed to its canonical target, never into this mount (see hostParent).
 func (f *fence) statFollow(dir *node, rel string, st *unix.Stat_t) syscall.Errno {
@@ -924,7 +966,7 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 	} else if fd, errno := n.pathNode(ctx); errno != 0 {
 		return 0, errno
 	} else {
-		sz, err = unix.Getxattr(procFd(fd), attr, dest)
+		sz, err = getxattrFd(fd, attr, dest)
 		unix.Close(fd)
 	}
 	return uint32(max(sz, 0)), toErrno(err)
@@ -934,17 +976,14 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 // isNode): xattrs are read through /proc/self/fd, on exactly that inode.
 func (n *node) pathNode(ctx context.Context) (int, syscall.Errno) {
 	rel := n.rel()
-	target, errno := n.f.readTarget(n.parentNode(), rel)
+	var st unix.Stat_t
+	fd, gen, errno := n.f.openPath(n.parentNode(), rel, &st)
 	if errno != 0 {
 		return -1, errno
 	}
-	fd, err := unix.Open(target, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return -1, toErrno(err)
-	}
-	var st unix.Stat_t
-	if errno := n.holdsNode(fd, &st); errno != 0 {
-		return -1, errno
+	if !n.isNode(&st, gen) {
+		unix.Close(fd)
+		return -1, n.stale()
 	}
 	if errno := n.f.reachable(ctx, fd, rel); errno != 0 {
 		unix.Close(fd)

@@ -6,6 +6,7 @@
 //
 //	fusebench -source SOURCE -tar TREE.tar -target NAME=MOUNTPOINT=COMMAND... [flags]
 //	fusebench smallfiles -dir DIR -writers 4 -files 2500 -size 4096
+//	fusebench getxattr -n 50000 FILE
 //
 // SOURCE holds tree/ (a git work tree that no workload changes) and scratch/ (where
 // the mutating workloads work, each run under a fresh name that is removed natively
@@ -75,6 +76,13 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "smallfiles" {
 		if err := smallFiles(os.Args[2:]); err != nil {
 			fmt.Fprintln(os.Stderr, "fusebench smallfiles:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if len(os.Args) > 1 && os.Args[1] == "getxattr" {
+		if err := getXattrs(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "fusebench getxattr:", err)
 			os.Exit(1)
 		}
 		return
@@ -429,6 +437,27 @@ func mounted(dir string) bool {
 func unescape(s string) string {
 	r := strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`)
 	return r.Replace(s)
+}
+
+// getXattrs asks for FILE's security.capability n times, as the kernel does before
+// every write(2) to a file: one GETXATTR round trip each through a FUSE mount.
+// Only ENODATA (no capability) or success counts.
+func getXattrs(args []string) error {
+	fs := flag.NewFlagSet("getxattr", flag.ContinueOnError)
+	n := fs.Int("n", 50000, "calls")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return errors.New("want one FILE")
+	}
+	buf := make([]byte, 64)
+	for i := 0; i < *n; i++ {
+		if _, err := syscall.Getxattr(fs.Arg(0), "security.capability", buf); err != nil && err != syscall.ENODATA {
+			return err
+		}
+	}
+	return nil
 }
 
 // smallFiles creates writers×files files of size bytes under dir, one
