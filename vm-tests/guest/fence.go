@@ -23,6 +23,7 @@ var fenceChecks = []struct{ name, expected string }{
 	{"fence-read", "reads pass through"},
 	{"fence-deny", "EACCES, file absent in SOURCE"},
 	{"fence-allow", "written, lands in SOURCE"},
+	{"fence-xattr", "reads the host's trusted.toh"},
 	{"fence-caps", "daemon: no CAP_SYS_RESOURCE in any thread; guest root: has it"},
 	{"fence-unmount", "toh-mount -u: exit=0, unmounted, daemon exited"},
 	{"fence-audit", "exit=0, 1 record names denied.txt"},
@@ -86,6 +87,23 @@ func fenceAsRoot(r *reporter) {
 	err = os.WriteFile(mnt+"/allowed/new.txt", []byte("landed\n"), 0o644)
 	got := readTrim(src + "/allowed/new.txt")
 	r.add("fence-allow", "written, lands in SOURCE", fmt.Sprintf("%s, SOURCE has %q", errnoName(err), got), err == nil && got == "landed")
+
+	// Xattrs read through the mount are the host's. The kernel asks for one before
+	// every write(2) to a file (security.capability, above too); the daemon reads it
+	// with getxattrat(2) from Linux 6.13 and through /proc/self/fd before, which is
+	// what these kernels exercise.
+	const xattrWant = "host value"
+	xb := make([]byte, 64)
+	xn := 0
+	err = syscall.Setxattr(src+"/existing.txt", "trusted.toh", []byte(xattrWant), 0)
+	if err == nil {
+		xn, err = syscall.Getxattr(mnt+"/existing.txt", "trusted.toh", xb)
+	}
+	xgot, how := string(xb[:max(xn, 0)]), "read"
+	if err != nil {
+		how = errnoName(err)
+	}
+	r.add("fence-xattr", "reads the host's trusted.toh", fmt.Sprintf("%s %q", how, xgot), err == nil && xgot == xattrWant)
 
 	// A root daemon gives up CAP_SYS_RESOURCE (quota and reserved blocks), on every
 	// thread, by executing itself again; the guest's root keeps it.
