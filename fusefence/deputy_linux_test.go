@@ -23,10 +23,13 @@ import (
 // kernel checked against the node's cached attributes (default_permissions). A
 // name whose host object changed within the cache timeout, here a symlink retargeted
 // on the host from a file the caller may use to one it may not, must not be read,
-// written, chmodded, hard-linked or have its xattrs read in the caller's name: the daemon answers ESTALE, the kernel
-// looks the name up again and denies. Each step has its positive control (the same
-// call before the retarget succeeds) and its negative one (the root-only file is
-// unchanged and unread).
+// written, chmodded, hard-linked or have its xattrs read in the caller's name. Each
+// step has its positive control (the same call before the retarget succeeds) and
+// its negative one (the root-only file is unchanged and unread). These links lead
+// out of SOURCE, so on a shared mount the kernel never caches their names and
+// checks the caller against what they lead to now (see TestConfusedDeputyLinkOut);
+// TestConfusedDeputyReplaced covers the identity checks (ESTALE) behind this for
+// names the kernel does cache.
 func TestConfusedDeputy(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the daemon is a deputy only as root (allow_other, default_permissions)")
@@ -629,39 +632,130 @@ func asNobody(args ...string) (string, error) {
 	return string(out), err
 }
 
-// TestXattrOfReplacedName: GETXATTR of a node whose name now holds another file
-// on the host answers ESTALE, not the other file's xattrs. The kernel checked the
-// caller's read permission (user.* needs it) against the node's cached attributes,
-// here a file nobody may read, replaced by root's private one within the cache
-// timeout. The daemon reads xattrs as root, so without the identity check nobody
-// reads root's.
-func TestXattrOfReplacedName(t *testing.T) {
+// TestConfusedDeputyReplaced: as TestConfusedDeputy, for names inside SOURCE that
+// the kernel caches (the links there lead out of SOURCE, whose entry points are
+// never cached, so the kernel looks them up afresh and checks the caller itself).
+// Each name here is one nobody may use, checked by the kernel against its cached
+// attributes, then replaced on the host by root's private file within the cache
+// timeout: reading it, appending to it, chmodding it, hard-linking it and reading
+// its xattr must not act on root's file in nobody's name. Each step has its
+// positive control (the same call before the replacement succeeds) and its
+// negative one (root's file unchanged and unread); each fails without the
+// identity checks (node.isNode).
+func TestConfusedDeputyReplaced(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the daemon is a deputy only as root (allow_other, default_permissions)")
 	}
-	e := newEnvTimeout(t, policy.WorkspaceWrite, time.Minute, "file src/d/y public", "file src/d/sec secret")
-	for p, mode := range map[string]os.FileMode{e.base: 0o755, e.src: 0o755, e.s("d"): 0o755, e.s("d/y"): 0o644, e.s("d/sec"): 0o600} {
+	tree := []string{"dir src/nb", "file src/d/r public", "file src/d/w open", "file src/d/c mine",
+		"file src/d/l0 mine2", "file src/d/l mine2", "file src/d/x public"}
+	for _, name := range []string{"r", "w", "c", "l", "x"} {
+		tree = append(tree, "file src/d/root-"+name+" root-"+name)
+	}
+	e := newEnvTimeout(t, policy.WorkspaceWrite, time.Minute, tree...)
+	modes := map[string]os.FileMode{e.base: 0o755, e.src: 0o755, e.s("d"): 0o755,
+		e.s("d/r"): 0o644, e.s("d/w"): 0o666, e.s("d/x"): 0o644}
+	for _, name := range []string{"r", "w", "c", "l", "x"} {
+		modes[e.s("d/root-"+name)] = 0o600
+	}
+	for p, mode := range modes {
 		if err := os.Chmod(p, mode); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for name, v := range map[string]string{"d/y": "pub-value", "d/sec": "sec-value"} {
+	for _, p := range []string{e.s("nb"), e.s("d/c"), e.s("d/l0")} {
+		if err := os.Chown(p, nobody, nobody); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// l0 and l are one file (nobody's), so one node; the control links through l0.
+	if err := os.Remove(e.s("d/l")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(e.s("d/l0"), e.s("d/l")); err != nil {
+		t.Fatal(err)
+	}
+	// replace moves root's private file over name on the host, where the kernel,
+	// which cached name a moment ago, does not see it.
+	replace := func(name string) {
+		t.Helper()
+		if err := os.Rename(e.s("d/root-"+name), e.s("d/"+name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rootFile := func(name string) string {
+		t.Helper()
+		b, err := os.ReadFile(e.s("d/" + name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+
+	// Read.
+	if out, err := asNobody("cat", e.m("d/r")); err != nil || out != "public" {
+		t.Fatalf("control: nobody reads r: %q, %v", out, err)
+	}
+	replace("r")
+	if out, err := asNobody("cat", e.m("d/r")); err == nil || strings.Contains(out, "root-r") {
+		t.Errorf("nobody read r after root's private file replaced it: %q, %v", out, err)
+	}
+
+	// Write.
+	if out, err := asNobody("sh", "-c", "printf x >> "+e.m("d/w")); err != nil {
+		t.Fatalf("control: nobody appends to w: %q, %v", out, err)
+	}
+	replace("w")
+	if out, err := asNobody("sh", "-c", "printf x >> "+e.m("d/w")); err == nil {
+		t.Errorf("nobody appended to w after root's private file replaced it: %q", out)
+	}
+	if b := rootFile("w"); b != "root-w" {
+		t.Errorf("root's file changed: %q", b)
+	}
+
+	// Chmod.
+	if out, err := asNobody("chmod", "644", e.m("d/c")); err != nil {
+		t.Fatalf("control: nobody chmods its own c: %q, %v", out, err)
+	}
+	replace("c")
+	if out, err := asNobody("chmod", "666", e.m("d/c")); err == nil {
+		t.Errorf("nobody chmodded c after root's private file replaced it: %q", out)
+	}
+	if fi, err := os.Stat(e.s("d/c")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("root's file's mode changed: %v, %v", fi.Mode(), err)
+	}
+
+	// Hard link (protected_hardlinks: nobody may link what it owns).
+	if out, err := asNobody("ln", e.m("d/l0"), e.m("nb/hard1")); err != nil {
+		t.Fatalf("control: nobody links its own l0: %q, %v", out, err)
+	}
+	if out, err := asNobody("stat", e.m("d/l")); err != nil {
+		t.Fatalf("stat l: %q, %v", out, err)
+	}
+	replace("l")
+	if out, err := asNobody("ln", e.m("d/l"), e.m("nb/hard2")); err == nil {
+		t.Errorf("nobody hard-linked l after root's private file replaced it: %q", out)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(e.s("d/l"), &st); err != nil || st.Nlink != 1 {
+		t.Errorf("root's file has %d links (%v), want 1", st.Nlink, err)
+	}
+
+	// Xattr read (user.* needs read permission on the file).
+	for name, v := range map[string]string{"d/x": "pub-value", "d/root-x": "sec-value"} {
 		if err := unix.Setxattr(e.s(name), "user.k", []byte(v), 0); err != nil {
 			t.Skipf("no user xattrs on %s: %v", e.src, err)
 		}
 	}
-	get := []string{"getfattr", "--absolute-names", "--only-values", "-n", "user.k", e.m("d/y")}
+	get := []string{"getfattr", "--absolute-names", "--only-values", "-n", "user.k", e.m("d/x")}
 	if out, err := asNobody(get...); err != nil || out != "pub-value" {
-		t.Fatalf("control: nobody reads user.k of y: %q, %v", out, err)
+		t.Fatalf("control: nobody reads user.k of x: %q, %v", out, err)
 	}
-	if err := os.Rename(e.s("d/sec"), e.s("d/y")); err != nil {
-		t.Fatal(err)
-	}
+	replace("x")
 	if out, err := asNobody(get...); err == nil || strings.Contains(out, "sec-value") {
-		t.Errorf("nobody read user.k of y after root's private file replaced it on the host: %q, %v", out, err)
+		t.Errorf("nobody read user.k of x after root's private file replaced it: %q, %v", out, err)
 	}
 	if out, err := exec.Command(get[0], get[1:]...).CombinedOutput(); err != nil || string(out) != "sec-value" {
-		t.Errorf("control: root reads user.k of y: %q, %v", out, err)
+		t.Errorf("control: root reads user.k of x: %q, %v", out, err)
 	}
 }
 

@@ -292,10 +292,11 @@
 // while it led to a world-readable file, retarget it, read within the second. A
 // CREATE that finds its name existing (it appeared since the kernel looked) gets
 // ESTALE for the same reason, and read opens carry O_NONBLOCK as write opens do, so
-// a FIFO found at a regular file's place cannot hold a request. TestConfusedDeputy
-// (read, write, chmod, hard link, xattr read; each fails without the check). As root a hard
-// link is made from the checked descriptor itself (linkat AT_EMPTY_PATH); an
-// unprivileged daemon links the name checked just before.
+// a FIFO found at a regular file's place cannot hold a request.
+// TestConfusedDeputyReplaced (read, write, chmod, hard link, xattr read; each fails
+// without the check). As root a hard link is made from the checked descriptor
+// itself (linkat AT_EMPTY_PATH); an unprivileged daemon links the name checked just
+// before.
 //
 // Names are checked the same way. The kernel checks the caller's right to add or
 // remove a name against the directory's cached attributes, so every create, mkdir,
