@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"syscall"
@@ -917,5 +918,51 @@ func TestProtectedSymlinks(t *testing.T) {
 	}
 	if out, err := asNobody("cat", e.m("shared/evil")); err != nil || out != "orig" {
 		t.Errorf("control: nobody reads through its own link: %q, %v", out, err)
+	}
+}
+
+// TestEntryPointsUncached: on a shared mount the name of a link that leaves SOURCE
+// (an entry point) reaches the kernel with zero entry and attribute timeouts, so
+// each caller's walk looks it up again and is checked against what it leads to now
+// (see TestConfusedDeputyLinkOut). go-fuse replaces a zero timeout with the
+// mount's, so the fence asks for 1 ns and its raw wrapper turns that into 0; were
+// the wrapper ever bypassed, the kernel would round 1 ns up to a jiffy and cache
+// the name for that long. The replies are read from go-fuse's request log, which
+// prints what is sent. Positive control: a plain name gets the mount's timeouts.
+func TestEntryPointsUncached(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only a mount other users see (allow_other, as root) uncaches entry points")
+	}
+	t.Setenv("TOH_FUSE_DEBUG", "1")
+	e := newEnvTimeout(t, policy.WorkspaceWrite, time.Minute,
+		"file outside/target out", "file src/plain in", "link src/entry -> $BASE/outside/target")
+	for _, name := range []string{"entry", "plain"} {
+		if _, err := os.Stat(e.m(name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	timeouts := func(name string) string {
+		t.Helper()
+		rx := regexp.MustCompile(`^rx (\d+): LOOKUP n\d+ +"` + name + `" `)
+		for _, l := range e.logged() {
+			m := rx.FindStringSubmatch(l)
+			if m == nil {
+				continue
+			}
+			tx := regexp.MustCompile(`^tx ` + m[1] + `: +OK, \{n\d+ g\d+ (tE=\S+ tA=\S+) `)
+			for _, l := range e.logged() {
+				if m := tx.FindStringSubmatch(l); m != nil {
+					return m[1]
+				}
+			}
+		}
+		t.Fatalf("no LOOKUP of %q and its reply in the request log", name)
+		return ""
+	}
+	if got := timeouts("entry"); got != "tE=0s tA=0s" {
+		t.Errorf("LOOKUP of the entry point answered %s, want tE=0s tA=0s", got)
+	}
+	if got := timeouts("plain"); got != "tE=60s tA=60s" {
+		t.Errorf("control: LOOKUP of a plain name answered %s, want the mount's tE=60s tA=60s", got)
 	}
 }
