@@ -311,21 +311,19 @@ var procFdDir = sync.OnceValue(func() int {
 	return fd
 })
 
-// getxattrat is off once the kernel answered ENOSYS (before Linux 6.13).
-var getxattrat atomic.Bool
-
-func init() { getxattrat.Store(true) }
+// noGetxattrat is set once getxattrat answered ENOSYS (before Linux 6.13).
+var noGetxattrat atomic.Bool
 
 // getxattrFd is getxattr(2) of the object the O_PATH descriptor fd holds, through
 // its magic link as procFd, with getxattrat(2) relative to procFdDir where the
 // kernel has it. (getxattrat with AT_EMPTY_PATH refuses an O_PATH descriptor.)
 func getxattrFd(fd int, attr string, dest []byte) (int, error) {
-	if dir := procFdDir(); dir >= 0 && getxattrat.Load() {
+	if dir := procFdDir(); dir >= 0 && !noGetxattrat.Load() {
 		n, err := getxattrAt(dir, strconv.Itoa(fd), attr, dest)
 		if err != unix.ENOSYS {
 			return n, err
 		}
-		getxattrat.Store(false)
+		noGetxattrat.Store(true)
 	}
 	return unix.Getxattr(procFd(fd), attr, dest)
 }
