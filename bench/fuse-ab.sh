@@ -111,7 +111,7 @@ for w in $WORKLOADS; do
 				if [[ $STATE == expired ]]; then sleep 1.2; else run "$w" "$m"; fi
 			fi
 			start=$(date +%s%N)
-			perf stat -x, -e task-clock -p "${pid[$b]}" -o "$tmp/stat" -- bash -c "$(declare -f run); run $w $m ab-new-$r-$b"
+			perf stat -x, -e task-clock -p "${pid[$b]}" -o "$tmp/stat" -- bash -c "$(declare -f run); run $w $m ab-new-$w-$r-$b"
 			end=$(date +%s%N)
 			cpu=$(awk -F, '/task-clock/ {print $1}' "$tmp/stat")
 			echo "$w $b $(((end - start) / 1000)) $cpu" >>"$tmp/times"
