@@ -531,6 +531,9 @@ func TestConfusedDeputyLinkOut(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if _, err := exec.LookPath("getfattr"); err != nil {
+		t.Fatal("getfattr (Debian's attr, which scripts/test.sh installs) is needed, or the xattr case could not fail")
+	}
 	as := asNobody
 	if out, err := as("cat", e.outside+"/priv/readable"); err == nil {
 		t.Fatalf("control: nobody reads root's private file on the host: %q", out)
@@ -538,15 +541,20 @@ func TestConfusedDeputyLinkOut(t *testing.T) {
 	if out, err := as("cat", e.m("nb/pub")); err != nil || out != "public" {
 		t.Errorf("control: nobody reads through a link to a public file: %q, %v", out, err)
 	}
+	e.noRecords("nobody reads through a link to a public file")
 	if out, err := as("cat", e.m("nb/sec")); err == nil || strings.Contains(out, "topsecret") {
 		t.Errorf("nobody read a file in root's private directory through a link: %q, %v", out, err)
 	}
+	e.refusedAs(nobody, "reading nb/sec", RuleUnreachable, "nb/sec", "lookup")
 	if out, err := as("ls", e.m("nb/dir")); err == nil || strings.Contains(out, "listed") {
 		t.Errorf("nobody listed a directory inside root's private one through a link: %q, %v", out, err)
 	}
+	e.refusedAs(nobody, "listing nb/dir", RuleUnreachable, "nb/dir", "lookup")
 	if out, err := as("getfattr", "--absolute-names", "--only-values", "-n", "user.k", e.m("nb/sec")); err == nil || strings.Contains(out, "sec-value") {
 		t.Errorf("nobody read an xattr of a file in root's private directory through a link: %q, %v", out, err)
 	}
+	e.refusedAs(nobody, "reading an xattr of nb/sec", RuleUnreachable, "nb/sec", "lookup")
+
 	// Writes: a world-writable file in a writable root, in a public directory and in
 	// root's private one.
 	if out, err := as("sh", "-c", "printf x >> "+e.m("nb/wpub")); err != nil {
@@ -555,9 +563,11 @@ func TestConfusedDeputyLinkOut(t *testing.T) {
 	if b, _ := os.ReadFile(e.extra + "/pubw/open"); string(b) != "openx" {
 		t.Errorf("control: the public file is %q, want openx", b)
 	}
+	e.noRecords("nobody appends through a link to a public file")
 	if out, err := as("sh", "-c", "printf x >> "+e.m("nb/wpriv")); err == nil {
 		t.Errorf("nobody appended through a link to a file in root's private directory: %q", out)
 	}
+	e.refusedAs(nobody, "appending to nb/wpriv", RuleUnreachable, "nb/wpriv", "lookup")
 	if b, _ := os.ReadFile(e.extra + "/privw/open"); string(b) != "open" {
 		t.Errorf("root's private file is %q, want it unchanged", b)
 	}
@@ -893,10 +903,14 @@ func TestProtectedSymlinks(t *testing.T) {
 	} else if err := os.WriteFile(e.s("shared/evil"), []byte("x"), 0o644); !errors.Is(err, syscall.EACCES) {
 		t.Fatalf("control: root writes through nobody's link on the host: %v, want EACCES", err)
 	}
-	for _, name := range []string{"evil", "dang"} {
+	e.records() // the host control's, if any
+	// The link shown as its target is refused at its lookup; the dangling one, not
+	// shown, by the create that would follow it.
+	for name, op := range map[string]string{"evil": "lookup", "dang": "create"} {
 		if err := os.WriteFile(e.m("shared/"+name), []byte("pwned"), 0o644); err == nil {
 			t.Errorf("root wrote through nobody's link %s in a sticky directory", name)
 		}
+		e.refusedAs(0, "root writing through "+name, RuleProtectedSymlink, "shared/"+name, op)
 	}
 	if b, _ := os.ReadFile(e.extra + "/target"); string(b) != "orig" {
 		t.Errorf("the link's target is %q, want orig", b)
@@ -907,6 +921,7 @@ func TestProtectedSymlinks(t *testing.T) {
 	if _, err := os.ReadFile(e.m("shared/evil")); err == nil {
 		t.Error("root read through nobody's link in a sticky directory")
 	}
+	e.refusedAs(0, "root reading through evil", RuleProtectedSymlink, "shared/evil", "lookup")
 	// Positive controls: the directory owner's links, and nobody following its own.
 	for _, name := range []string{"ok", "okdang"} {
 		if err := os.WriteFile(e.m("shared/"+name), []byte("fine"), 0o644); err != nil {
@@ -919,6 +934,7 @@ func TestProtectedSymlinks(t *testing.T) {
 	if out, err := asNobody("cat", e.m("shared/evil")); err != nil || out != "orig" {
 		t.Errorf("control: nobody reads through its own link: %q, %v", out, err)
 	}
+	e.noRecords("following one's own links")
 }
 
 // TestEntryPointsUncached: on a shared mount the name of a link that leaves SOURCE

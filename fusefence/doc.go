@@ -213,7 +213,17 @@
 // # Audit log
 //
 // Each denial is one JSON line {time, pid, uid, op, path, hostPath, mode, rule}
-// (see [Event]; rules are the closed vocabulary of the Rule constants) queued to a
+// (see [Event]; rules are the closed vocabulary of the Rule constants). Besides the
+// policy's, the fence refuses what it does in place of the host kernel's own
+// checks, on a read as on a write, and logs those too: a caller without the
+// daemon's rights reaching through a link out of SOURCE where its own rights would
+// not take it (rule unreachable: op lookup, getattr, open, readdir, getxattr,
+// listxattr, or the mutation's), and a link fs.protected_symlinks lets only its
+// owner follow (rule protected-symlink). Refusals the kernel makes itself (the
+// modes it checks with default_permissions) and the sticky-bit EPERM the fence
+// applies to a hidden link are not denials of the fence and leave no line; nor
+// does an entry of a READDIRPLUS that such a refusal answers as a plain name (the
+// caller is refused nothing). Records are queued to a
 // writer goroutine. Queuing never blocks a FUSE request: beyond 4096 waiting events
 // they are counted and a {"dropped":N} line follows. Lines are written whole, in
 // batches of at most 64 KiB, so a killed daemon leaves no torn line; [ReadAudit]

@@ -179,6 +179,30 @@ func (e *env) expectDenial(what string, err error, op, rule, path string) {
 	}
 }
 
+// refusedAs checks that what the caller uid just did was refused by the fence
+// with rule at the mount-relative path: at least one audit record since the last
+// call, every one of them of that rule, path, uid and op, with a mode.
+func (e *env) refusedAs(uid uint32, what, rule, path, op string) {
+	e.t.Helper()
+	recs := e.records()
+	if len(recs) == 0 {
+		e.t.Errorf("%s: no audit record, want {rule %s, path %s, op %s}", what, rule, path, op)
+	}
+	for _, r := range recs {
+		if r.Rule != rule || r.Path != path || r.UID != uid || r.Op != op || r.Mode == "" || r.HostPath == "" {
+			e.t.Errorf("%s: audit record %+v, want {rule %s, path %s, uid %d, op %s} with its mode and host path", what, r, rule, path, uid, op)
+		}
+	}
+}
+
+// noRecords checks that nothing was denied since the last call to records.
+func (e *env) noRecords(what string) {
+	e.t.Helper()
+	if recs := e.records(); len(recs) != 0 {
+		e.t.Errorf("control: %s: audit records %+v, want none", what, recs)
+	}
+}
+
 // entry is what a tree snapshot records of one path. atime is left out: reads
 // through the mount may change it.
 type entry struct {

@@ -64,7 +64,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		return n.writeHandle(ctx, h, flags, false)
 	}
 	var st unix.Stat_t
-	fd, errno := n.openNode(ctx, hostFlags(flags), &st)
+	fd, errno := n.openNode(ctx, "open", hostFlags(flags), &st)
 	if errno != 0 {
 		return nil, 0, errno
 	}
@@ -124,7 +124,7 @@ func (f *fence) openForWrite(ctx context.Context, s *snapshot, op, rel string, f
 		return nil, st, 0, syscall.ESTALE
 	}
 	// (A create gets here only for a caller with the daemon's rights: see Create.)
-	if errno := f.reachable(ctx, fd, rel); errno != 0 {
+	if errno := f.reachable(ctx, s, op, fd, rel); errno != 0 {
 		unix.Close(fd)
 		return nil, st, 0, errno
 	}
@@ -214,8 +214,11 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		isLink := unix.Fstatat(dirFd, base, &lst, unix.AT_SYMLINK_NOFOLLOW) == nil && lst.Mode&unix.S_IFMT == unix.S_IFLNK
 		ownerOnly := isLink && n.f.ownerOnly(hostParentDir{fd: dirFd}, &lst)
 		unix.Close(dirFd)
-		if isLink && (!n.f.ownRights(ctx) || ownerOnly && !callerIs(ctx, lst.Uid)) {
-			return nil, nil, 0, syscall.EACCES
+		switch {
+		case isLink && !n.f.ownRights(ctx):
+			return nil, nil, 0, n.f.deny(ctx, s, "create", rel, g.target, RuleUnreachable)
+		case isLink && ownerOnly && !callerIs(ctx, lst.Uid):
+			return nil, nil, 0, n.f.deny(ctx, s, "create", rel, g.target, RuleProtectedSymlink)
 		}
 		h, st, gen, errno := n.f.openForWrite(ctx, s, "create", rel, flags, true, mode, reachCarrier, nil)
 		if errno != 0 {

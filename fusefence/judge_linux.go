@@ -64,7 +64,7 @@ func (f *fence) judge(ctx context.Context, s *snapshot, op, rel string, fm form,
 		// Away from its own place in SOURCE, through a link the mirror shows as what
 		// it leads to: the kernel checked the caller against none of the directories
 		// on the way there (see reachable).
-		if errno := f.reachableAt(ctx, target); errno != 0 {
+		if errno := f.reachableAt(ctx, s, op, rel, target); errno != 0 {
 			return nil, errno
 		}
 	}

@@ -155,7 +155,7 @@ func (f *fence) mayReplaceHidden(ctx context.Context, dirFd int, st *unix.Stat_t
 // openNode opens n's host object for reading, and only that object (see isNode),
 // filling st. O_NONBLOCK keeps a FIFO found there from holding the request; the
 // caller's own O_NONBLOCK is restored on a file (a directory's listing ignores it).
-func (n *node) openNode(ctx context.Context, flags int, st *unix.Stat_t) (int, syscall.Errno) {
+func (n *node) openNode(ctx context.Context, op string, flags int, st *unix.Stat_t) (int, syscall.Errno) {
 	rel := n.rel()
 	fd, errno := n.f.openRead(n.parentNode(), rel, flags|unix.O_NONBLOCK)
 	if errno != 0 {
@@ -164,7 +164,7 @@ func (n *node) openNode(ctx context.Context, flags int, st *unix.Stat_t) (int, s
 	if errno := n.holdsNode(fd, st); errno != 0 {
 		return -1, errno
 	}
-	if errno := n.f.reachable(ctx, fd, rel); errno != 0 {
+	if errno := n.f.reachable(ctx, nil, op, fd, rel); errno != 0 {
 		unix.Close(fd)
 		return -1, errno
 	}
@@ -254,11 +254,15 @@ func (n *node) lookup(ctx context.Context, name string, out *fuse.EntryOut, list
 	if errno != 0 {
 		return nil, errno
 	}
+	op := "lookup"
+	if listing {
+		op = "" // refused entries are listed as plain ones (see refuse)
+	}
 	if sh.ownerOnly && !callerIs(ctx, sh.linkUID) {
-		return nil, syscall.EACCES // see mayFollow
+		return nil, n.f.refuse(ctx, nil, op, childRel(n.rel(), name), sh.at, RuleProtectedSymlink)
 	}
 	if sh.away {
-		if errno := n.f.reachableAt(ctx, sh.at); errno != 0 {
+		if errno := n.f.reachableAt(ctx, nil, op, childRel(n.rel(), name), sh.at); errno != 0 {
 			return nil, errno
 		}
 	}
@@ -706,7 +710,7 @@ func (n *node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 		if !n.isSymlink() {
 			// An escaping symlink shown as its target: an entry point (see lookup).
 			if n.f.ownerOnly(p, &st) && !callerIs(ctx, st.Uid) {
-				return syscall.EACCES // see mayFollow
+				return n.f.refuse(ctx, nil, "getattr", rel, at, RuleProtectedSymlink)
 			}
 			target, errno := n.f.throughLink(at)
 			if errno != 0 {
@@ -724,7 +728,7 @@ func (n *node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 		}
 	}
 	if away {
-		if errno := n.f.reachableAt(ctx, at); errno != 0 {
+		if errno := n.f.reachableAt(ctx, nil, "getattr", rel, at); errno != 0 {
 			return errno
 		}
 	}
@@ -865,7 +869,7 @@ var _ = (fs.NodeReaddirer)((*node)(nil))
 func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	rel := n.rel()
 	var st unix.Stat_t
-	fd, errno := n.openNode(ctx, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, &st)
+	fd, errno := n.openNode(ctx, "readdir", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, &st)
 	if errno != 0 {
 		return nil, errno
 	}
@@ -963,7 +967,7 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 	var err error
 	if n.isSymlink() {
 		sz, err = unix.Lgetxattr(n.f.host(n.rel()), attr, dest)
-	} else if fd, errno := n.pathNode(ctx); errno != 0 {
+	} else if fd, errno := n.pathNode(ctx, "getxattr"); errno != 0 {
 		return 0, errno
 	} else {
 		sz, err = getxattrFd(fd, attr, dest)
@@ -974,7 +978,7 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 
 // pathNode opens what n leads to as O_PATH, and only the inode n stands for (see
 // isNode): xattrs are read through /proc/self/fd, on exactly that inode.
-func (n *node) pathNode(ctx context.Context) (int, syscall.Errno) {
+func (n *node) pathNode(ctx context.Context, op string) (int, syscall.Errno) {
 	rel := n.rel()
 	var st unix.Stat_t
 	fd, gen, errno := n.f.openPath(n.parentNode(), rel, &st)
@@ -985,7 +989,7 @@ func (n *node) pathNode(ctx context.Context) (int, syscall.Errno) {
 		unix.Close(fd)
 		return -1, n.stale()
 	}
-	if errno := n.f.reachable(ctx, fd, rel); errno != 0 {
+	if errno := n.f.reachable(ctx, nil, op, fd, rel); errno != 0 {
 		unix.Close(fd)
 		return -1, errno
 	}
@@ -1001,19 +1005,35 @@ func (n *node) pathNode(ctx context.Context) (int, syscall.Errno) {
 // user's private directory for anyone. So for a caller without the daemon's rights
 // (see ownRights), an object found anywhere but at rel's own host spelling must lie
 // below directories the caller may search (canSearch), from SOURCE down when it
-// lies in SOURCE, from "/" otherwise; EACCES if not.
-func (f *fence) reachable(ctx context.Context, fd int, rel string) syscall.Errno {
+// lies in SOURCE, from "/" otherwise; if not, op is refused (see refuse) under s
+// (nil: the current policy).
+func (f *fence) reachable(ctx context.Context, s *snapshot, op string, fd int, rel string) syscall.Errno {
 	if f.ownRights(ctx) {
 		return 0
 	}
 	at, err := os.Readlink(procFd(fd))
 	if err != nil || !strings.HasPrefix(at, "/") {
-		return syscall.EACCES
+		return f.refuse(ctx, s, op, rel, f.host(rel), RuleUnreachable)
 	}
 	if at == f.host(rel) {
 		return 0
 	}
-	return f.reachableAt(ctx, at)
+	return f.reachableAt(ctx, s, op, rel, at)
+}
+
+// refuse denies op on the mount-relative rel (the host path at) by rule under s,
+// or under the current policy when s is nil: an EACCES with its audit record. An
+// op of "" logs nothing: a READDIRPLUS entry refused is answered as a plain entry,
+// and the caller is refused nothing.
+func (f *fence) refuse(ctx context.Context, s *snapshot, op, rel, at, rule string) syscall.Errno {
+	if op == "" {
+		return syscall.EACCES
+	}
+	if s == nil {
+		s = f.acquire()
+		defer s.release()
+	}
+	return f.deny(ctx, s, op, rel, at, rule)
 }
 
 // ownerOnly reports whether the host's fs.protected_symlinks lets only its owner
@@ -1054,16 +1074,16 @@ func sysctlOff(path string) bool {
 	return err == nil && strings.TrimSpace(string(b)) == "0"
 }
 
-// reachableAt checks that the caller of ctx could reach the host path at (an
-// object the mirror shows away from its own place) by its own rights, as
-// reachable does.
-func (f *fence) reachableAt(ctx context.Context, at string) syscall.Errno {
+// reachableAt checks that the caller of ctx could reach the host path at (what
+// the mount-relative rel shows, away from its own place) by its own rights, as
+// reachable does, and refuses op otherwise.
+func (f *fence) reachableAt(ctx context.Context, s *snapshot, op, rel, at string) syscall.Errno {
 	if f.ownRights(ctx) {
 		return 0
 	}
 	c, ok := fuse.FromContext(ctx)
 	if !ok {
-		return syscall.EACCES
+		return f.refuse(ctx, s, op, rel, at, RuleUnreachable)
 	}
 	top := "/"
 	if canon.LexicallyWithin(at, f.source) {
@@ -1071,7 +1091,7 @@ func (f *fence) reachableAt(ctx context.Context, at string) syscall.Errno {
 	}
 	for d := path.Dir(at); ; d = path.Dir(d) {
 		if !canSearch(d, c.Uid, c.Gid) {
-			return syscall.EACCES
+			return f.refuse(ctx, s, op, rel, at, RuleUnreachable)
 		}
 		if d == top || d == "/" {
 			return 0
@@ -1112,7 +1132,7 @@ func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errn
 	var err error
 	if n.isSymlink() {
 		sz, err = unix.Llistxattr(n.f.host(n.rel()), dest)
-	} else if fd, errno := n.pathNode(ctx); errno != 0 {
+	} else if fd, errno := n.pathNode(ctx, "listxattr"); errno != 0 {
 		return 0, errno
 	} else {
 		sz, err = unix.Listxattr(procFd(fd), dest)

@@ -20,12 +20,18 @@ const (
 	RulePolicyInvalid  = "policy-invalid"         // the policy file is malformed; every mutation is denied
 	RuleIoctl          = "ioctl"                  // an ioctl outside the allowlist
 	RuleOwnMount       = "own-mount"              // the real target lies inside this mount itself
+	// RuleUnreachable: the caller could not reach the real target on the host by its
+	// own rights, and only the daemon's would take it there (a link out of SOURCE).
+	RuleUnreachable = "unreachable"
+	// RuleProtectedSymlink: fs.protected_symlinks lets only the link's owner follow it.
+	RuleProtectedSymlink = "protected-symlink"
 )
 
 // Rules lists every rule name, for validating queries.
 var Rules = []string{
 	RuleReadOnly, RuleOutside, RuleProtected, RulePolicyFile, RuleAuditLog, RuleDeviceNode,
 	RuleSymlinkRace, RuleMultiplyLinked, RulePolicyInvalid, RuleIoctl, RuleOwnMount,
+	RuleUnreachable, RuleProtectedSymlink,
 }
 
 // reach says how far a mutation's effect extends, which decides how guarded paths

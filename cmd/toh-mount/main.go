@@ -164,4 +164,5 @@ func defaultPolicyPath() (string, error) {
 // rulesList is fusefence.Rules, laid out for the help text (a test keeps them equal).
 const rulesList = `read-only, outside-writable-roots, protected,
                   policy-file, audit-log, device-node, symlink-race,
-                  multiply-linked, policy-invalid, ioctl, own-mount`
+                  multiply-linked, policy-invalid, ioctl, own-mount,
+                  unreachable, protected-symlink`
