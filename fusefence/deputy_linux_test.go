@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -637,10 +638,112 @@ const nobody = 65534
 
 // asNobody runs a command as nobody and returns its combined output.
 func asNobody(args ...string) (string, error) {
+	return asNobodyIn(nil, args...)
+}
+
+// asNobodyIn runs a command as nobody with the supplementary groups groups.
+func asNobodyIn(groups []uint32, args ...string) (string, error) {
 	cmd := exec.Command(args[0], args[1:]...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody, Groups: groups}}
 	out, err := cmd.CombinedOutput()
 	return string(out), err
+}
+
+// TestLinkOutGroupsAndACLs: what a caller may reach through a link out of SOURCE
+// is decided as the host decides it: by the caller's supplementary groups and by
+// the directories' POSIX ACLs, not by the modes and the primary group alone.
+// Each case is checked on the host first (as nobody, with and without one more
+// group) and must come out the same through the mount; every refusal is one
+// audit record. The allowed cases failed before the fence read the caller's
+// groups and the ACLs (they were refused, erring towards no); the refused ones
+// fail when canSearch says yes.
+func TestLinkOutGroupsAndACLs(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the daemon is a deputy only as root (allow_other, default_permissions)")
+	}
+	const group = 4242 // a group nobody is not in, but for the runs that add it
+	e := newEnv(t, policy.WorkspaceWrite, "dir src/nb", "file outside/grp/f grp", "file outside/grpdeny/f grpdeny",
+		"file outside/acl/f acl", "file outside/acldeny/f acldeny", "file outside/aclgrp/f aclgrp")
+	dirs := map[string]os.FileMode{"grp": 0o750, "grpdeny": 0o705, "acl": 0o700, "acldeny": 0o755, "aclgrp": 0o700}
+	for p, mode := range map[string]os.FileMode{e.base: 0o755, e.outside: 0o755} {
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for d, mode := range dirs {
+		if err := os.Chmod(e.outside+"/"+d, mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(e.outside+"/"+d, 0, group); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(e.outside+"/"+d+"/f", 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(e.outside+"/"+d+"/f", e.s("nb/"+d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// setACL gives dir the access ACL user::rwx, one named entry, group::GROUP,
+	// mask::r-x, other::OTHER (entries in the order the kernel requires).
+	setACL := func(dir string, tag uint16, id uint32, perm, groupPerm, other uint16) {
+		t.Helper()
+		type ent struct {
+			tag, perm uint16
+			id        uint32
+		}
+		ents := []ent{{0x01, 7, ^uint32(0)}, {0x04, groupPerm, ^uint32(0)}, {0x10, 5, ^uint32(0)}, {0x20, other, ^uint32(0)}}
+		at := 1 // a named user (0x02) before GROUP_OBJ
+		if tag == 0x08 {
+			at = 2 // a named group after it
+		}
+		ents = slices.Insert(ents, at, ent{tag, perm, id})
+		b := binary.LittleEndian.AppendUint32(nil, 2)
+		for _, en := range ents {
+			b = binary.LittleEndian.AppendUint16(b, en.tag)
+			b = binary.LittleEndian.AppendUint16(b, en.perm)
+			b = binary.LittleEndian.AppendUint32(b, en.id)
+		}
+		err := unix.Setxattr(e.outside+"/"+dir, "system.posix_acl_access", b, 0)
+		if errors.Is(err, unix.EOPNOTSUPP) {
+			t.Skipf("no POSIX ACLs on %s: %v", e.outside, err)
+		}
+		if err != nil {
+			t.Fatalf("setting the ACL of %s: %v", dir, err)
+		}
+	}
+	setACL("acl", 0x02, nobody, 5, 0, 0)     // user:nobody:r-x, nothing for the rest
+	setACL("acldeny", 0x02, nobody, 0, 5, 5) // user:nobody:---, r-x for the rest
+	setACL("aclgrp", 0x08, group, 5, 0, 0)   // group:4242:r-x, nothing for the rest
+
+	for _, c := range []struct {
+		dir    string
+		groups []uint32
+		want   bool // nobody may read dir/f on the host
+	}{
+		{"grp", []uint32{group}, true},
+		{"grp", nil, false},
+		{"grpdeny", []uint32{group}, false}, // the group's bits deny where the others' allow
+		{"grpdeny", nil, true},
+		{"acl", nil, true},
+		{"acldeny", []uint32{group}, false},
+		{"aclgrp", []uint32{group}, true},
+		{"aclgrp", nil, false},
+	} {
+		what := fmt.Sprintf("nobody with groups %v reading %s/f", c.groups, c.dir)
+		if out, err := asNobodyIn(c.groups, "cat", e.outside+"/"+c.dir+"/f"); (err == nil) != c.want {
+			t.Fatalf("control: %s on the host: %q, %v; want allowed=%v", what, out, err, c.want)
+		}
+		out, err := asNobodyIn(c.groups, "cat", e.m("nb/"+c.dir))
+		if (err == nil) != c.want || c.want && out != c.dir {
+			t.Errorf("%s through a link: %q, %v; want allowed=%v as on the host", what, out, err, c.want)
+		}
+		if c.want {
+			e.noRecords(what)
+		} else {
+			e.refusedAs(nobody, what, RuleUnreachable, "nb/"+c.dir, "lookup")
+		}
+	}
 }
 
 // TestConfusedDeputyReplaced: as TestConfusedDeputy, for names inside SOURCE that

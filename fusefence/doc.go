@@ -335,12 +335,18 @@
 // kernel checked nothing against: for a caller without the daemon's rights, every
 // open (files, listings, xattr reads, writes) of something found anywhere but at
 // its own place in SOURCE needs every directory above it (from SOURCE down when it
-// lies in SOURCE, from "/" otherwise) to be searchable by the caller, judged from
-// the mode alone and erring towards no (node.reachable, canSearch: supplementary
-// groups are not known, an ACL counts as no); EACCES otherwise, where the caller
-// may natively have been allowed. Before this (fixed 2026-11-30), any user able to
-// make a symlink in SOURCE read world-readable files inside other users' private
-// directories through a root mount (TestConfusedDeputyLinkOut). Lookups and
+// lies in SOURCE, from "/" otherwise) to be searchable by the caller, judged as
+// the kernel would without capabilities: the modes, the directories' access ACLs
+// and the caller's supplementary groups (read from /proc/TID/status of the calling
+// thread, which cannot exit or change them while its request is unanswered;
+// node.reachable, searcher.canSearch). Where the groups cannot be read (a caller
+// in a PID namespace the daemon does not see) a group the caller might be in
+// counts only where the others' bits agree, erring towards no. Refused: EACCES and
+// an audit record (rule unreachable). Before 2026-12-01 the groups were never read
+// and any ACL counted as no (TestLinkOutGroupsAndACLs). Before this check (fixed
+// 2026-11-30), any user able to make a symlink in SOURCE read world-readable files
+// inside other users' private directories through a root mount
+// (TestConfusedDeputyLinkOut). Lookups and
 // getattr of such objects are judged the same way (node.lookup), and on a mount
 // other users see the link's own name, the entry point, is never cached by the
 // kernel (zero entry and attribute timeouts; a READDIRPLUS answers it as a plain
@@ -380,7 +386,7 @@
 // the mount in a directory with a default ACL gets the caller's umask applied as
 // well (the kernel applies it before asking the daemon), so it can come out more
 // restrictive than natively, never less. The daemon's own checks of directories
-// outside the mirror (canSearch) still count any ACL as "no".
+// outside the mirror (searcher.canSearch) read their ACLs too.
 //
 // Protected symlinks. With the host's fs.protected_symlinks on (read at mount),
 // the kernel follows a symlink in a sticky world-writable directory only for the

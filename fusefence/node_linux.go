@@ -1085,44 +1085,19 @@ func (f *fence) reachableAt(ctx context.Context, s *snapshot, op, rel, at string
 	if !ok {
 		return f.refuse(ctx, s, op, rel, at, RuleUnreachable)
 	}
+	who := searcher{uid: c.Uid, gid: c.Gid, pid: c.Pid}
 	top := "/"
 	if canon.LexicallyWithin(at, f.source) {
 		top = f.source
 	}
 	for d := path.Dir(at); ; d = path.Dir(d) {
-		if !canSearch(d, c.Uid, c.Gid) {
+		if !who.canSearch(d) {
 			return f.refuse(ctx, s, op, rel, at, RuleUnreachable)
 		}
 		if d == top || d == "/" {
 			return 0
 		}
 	}
-}
-
-// canSearch reports whether the user uid with primary group gid may search the
-// directory dir, judged from its mode alone and erring towards no: supplementary
-// groups are unknown here, so a user not its owner needs both the group's and the
-// others' bit unless gid is the directory's group, and a directory with an access
-// ACL (named users and groups) is searchable by its owner only.
-func canSearch(dir string, uid, gid uint32) bool {
-	var st unix.Stat_t
-	if unix.Lstat(dir, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
-		return false
-	}
-	switch {
-	case st.Uid == uid:
-		return st.Mode&0o100 != 0
-	case hasACL(dir):
-		return false
-	case st.Gid == gid:
-		return st.Mode&0o010 != 0
-	}
-	return st.Mode&0o011 == 0o011
-}
-
-func hasACL(path string) bool {
-	_, err := unix.Lgetxattr(path, "system.posix_acl_access", nil)
-	return err == nil
 }
 
 var _ = (fs.NodeListxattrer)((*node)(nil))

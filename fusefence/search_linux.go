@@ -1,0 +1,229 @@
+package fusefence
+
+import (
+	"bufio"
+	"encoding/binary"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// searcher is a caller of the mount whose right to search host directories the
+// fence judges in place of the kernel (see reachableAt): the caller's fsuid and
+// fsgid, as FUSE passes them, and its supplementary groups, read once from
+// /proc/PID/status when a decision needs them.
+//
+// The groups are those of the calling thread (FUSE passes its thread ID), and
+// they cannot change under the decision: a thread whose request the daemon has
+// read waits in the kernel, uninterruptibly, until it is answered, so it neither
+// exits (its ID cannot be reused) nor changes its own credentials, and no other
+// thread can change them for it. Where they cannot be read (a caller in a PID
+// namespace the daemon does not see has PID 0), only the primary group is known,
+// and the decision errs towards no: a group's bits or ACL entries then count only
+// when they agree with the others' (see canSearch).
+type searcher struct {
+	uid, gid uint32
+	pid      uint32
+	groups   []uint32 // supplementary groups, once loaded
+	loaded   bool     // groups was read (or could not be: known is false)
+	known    bool     // groups holds every group of the caller
+}
+
+// inGroup reports whether the caller is a member of gid: yes, no, or unknown
+// (known is false: it might be, through a supplementary group not read).
+func (w *searcher) inGroup(gid uint32) (member, known bool) {
+	if gid == w.gid {
+		return true, true
+	}
+	if !w.loaded {
+		w.loaded = true
+		w.groups, w.known = callerGroups(w.pid, w.uid, w.gid)
+	}
+	return slices.Contains(w.groups, gid), w.known
+}
+
+// callerGroups reads the supplementary groups of the thread pid, whose file-system
+// uid and gid must be uid and gid: a request made under credentials other than
+// the thread's own (the kernel overriding them, as overlayfs does for its
+// mounter) would otherwise pair one user's uid with another's groups.
+func callerGroups(pid, uid, gid uint32) ([]uint32, bool) {
+	if pid == 0 {
+		return nil, false
+	}
+	f, err := os.Open("/proc/" + strconv.FormatUint(uint64(pid), 10) + "/status")
+	if err != nil {
+		return nil, false
+	}
+	defer f.Close()
+	var groups []uint32
+	var uidOK, gidOK, found bool
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		key, rest, _ := strings.Cut(sc.Text(), ":")
+		fields := strings.Fields(rest)
+		switch key {
+		case "Uid", "Gid":
+			// real, effective, saved, file system
+			want := uid
+			if key == "Gid" {
+				want = gid
+			}
+			ok := len(fields) == 4 && fields[3] == strconv.FormatUint(uint64(want), 10)
+			if key == "Uid" {
+				uidOK = ok
+			} else {
+				gidOK = ok
+			}
+		case "Groups":
+			found = true
+			for _, g := range fields {
+				n, err := strconv.ParseUint(g, 10, 32)
+				if err != nil {
+					return nil, false
+				}
+				groups = append(groups, uint32(n))
+			}
+		}
+	}
+	if sc.Err() != nil || !found || !uidOK || !gidOK {
+		return nil, false
+	}
+	return groups, true
+}
+
+// POSIX ACL entry tags (linux/posix_acl_xattr.h).
+const (
+	aclUserObj  = 0x01
+	aclUser     = 0x02
+	aclGroupObj = 0x04
+	aclGroup    = 0x08
+	aclMask     = 0x10
+	aclOther    = 0x20
+	aclVersion  = 2
+	aclEntryLen = 8
+	aclExec     = 1
+)
+
+// canSearch reports whether the caller may search the directory dir on the host,
+// decided as the kernel's generic_permission decides MAY_EXEC without
+// capabilities: the owner's bits for its owner; else, under an access ACL, a
+// named-user entry for that user; else the owning group's and the named groups'
+// entries that name a group of the caller (one granting is enough, one matching
+// and none granting denies); else the others' bits. ACL entries other than the
+// owner's and the others' are limited by the mask. Anything unreadable or
+// malformed is a no. With the supplementary groups unknown, a group entry the
+// caller might match decides only where it agrees with what follows it: granting
+// needs the others' grant too, and denying stands.
+func (w *searcher) canSearch(dir string) bool {
+	var st unix.Stat_t
+	if unix.Lstat(dir, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return false
+	}
+	if st.Uid == w.uid {
+		return st.Mode&0o100 != 0
+	}
+	acl, ok := readACL(dir)
+	if !ok {
+		return false
+	}
+	if acl == nil {
+		// The mode alone: owning group, then others.
+		acl = []aclEntry{{tag: aclGroupObj, perm: uint16(st.Mode>>3) & 7}, {tag: aclOther, perm: uint16(st.Mode) & 7}}
+	}
+	mask := uint16(7) // no mask entry: nothing limited
+	var other uint16
+	for _, e := range acl {
+		switch e.tag {
+		case aclMask:
+			mask = e.perm
+		case aclOther:
+			other = e.perm
+		}
+	}
+	for _, e := range acl {
+		if e.tag == aclUser && e.id == w.uid {
+			return e.perm&mask&aclExec != 0 // a named user is decided by its entry alone
+		}
+	}
+	otherGrants := other&aclExec != 0
+	matched, uncertain := false, false
+	for _, e := range acl {
+		var gid uint32
+		switch e.tag {
+		case aclGroupObj:
+			gid = st.Gid
+		case aclGroup:
+			gid = e.id
+		default:
+			continue
+		}
+		member, known := w.inGroup(gid)
+		grants := e.perm&mask&aclExec != 0
+		switch {
+		case member && grants:
+			return true
+		case member:
+			matched = true
+		case !known:
+			// Maybe a member: granting counts only with the others' grant, and a
+			// denial would hold.
+			uncertain = uncertain || !grants
+		}
+	}
+	if matched || uncertain {
+		return false
+	}
+	return otherGrants
+}
+
+// aclEntry is one entry of an access ACL.
+type aclEntry struct {
+	tag, perm uint16
+	id        uint32
+}
+
+// readACL reads the access ACL of path: nil and true when it has none, false when
+// it cannot be read or parsed.
+func readACL(path string) ([]aclEntry, bool) {
+	buf := make([]byte, 4+16*aclEntryLen)
+	for {
+		n, err := unix.Lgetxattr(path, "system.posix_acl_access", buf)
+		switch err {
+		case nil:
+			return parseACL(buf[:n])
+		case unix.ENODATA, unix.EOPNOTSUPP:
+			return nil, true
+		case unix.ERANGE:
+			size, err := unix.Lgetxattr(path, "system.posix_acl_access", nil)
+			if err != nil || size <= len(buf) || size > 1<<16 {
+				return nil, false
+			}
+			buf = make([]byte, size)
+			continue
+		}
+		return nil, false
+	}
+}
+
+// parseACL decodes the xattr form of a POSIX ACL (posix_acl_xattr_header and
+// entries, little-endian).
+func parseACL(b []byte) ([]aclEntry, bool) {
+	if len(b) < 4 || binary.LittleEndian.Uint32(b) != aclVersion || (len(b)-4)%aclEntryLen != 0 {
+		return nil, false
+	}
+	var acl []aclEntry
+	for b = b[4:]; len(b) > 0; b = b[aclEntryLen:] {
+		acl = append(acl, aclEntry{
+			tag:  binary.LittleEndian.Uint16(b),
+			perm: binary.LittleEndian.Uint16(b[2:]),
+			id:   binary.LittleEndian.Uint32(b[4:]),
+		})
+	}
+	if len(acl) == 0 {
+		return nil, false
+	}
+	return acl, true
+}

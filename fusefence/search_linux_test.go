@@ -1,0 +1,130 @@
+package fusefence
+
+import (
+	"encoding/binary"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// aclBytes encodes entries {tag, perm, id} as the system.posix_acl_access xattr.
+func aclBytes(ents ...[3]uint32) []byte {
+	b := binary.LittleEndian.AppendUint32(nil, aclVersion)
+	for _, e := range ents {
+		b = binary.LittleEndian.AppendUint16(b, uint16(e[0]))
+		b = binary.LittleEndian.AppendUint16(b, uint16(e[1]))
+		b = binary.LittleEndian.AppendUint32(b, e[2])
+	}
+	return b
+}
+
+// TestCanSearchGroupsUnknown: a caller whose supplementary groups cannot be read
+// (PID 0: a PID namespace the daemon does not see) may search a directory only
+// where every group it might be in would let it, and the others' bits would too.
+// TestLinkOutGroupsAndACLs covers callers whose groups are known, through the
+// mount.
+func TestCanSearchGroupsUnknown(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs to give directories to another owner and group")
+	}
+	const group, none = 4242, ^uint32(0)
+	base := t.TempDir()
+	for _, d := range []string{filepath.Dir(base), base} { // t.TempDir's two levels, for the host's own check as nobody
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		mode os.FileMode
+		acl  []byte
+		want bool
+	}{
+		{"open", 0o755, nil, true},
+		{"both", 0o711, nil, true},
+		{"groupOnly", 0o750, nil, false},   // might be in the group: allowed; might not: denied
+		{"groupDenies", 0o705, nil, false}, // might be in the group: denied
+		{"named", 0o700, aclBytes([3]uint32{aclUserObj, 7, none}, [3]uint32{aclUser, 5, nobody}, [3]uint32{aclGroupObj, 0, none}, [3]uint32{aclMask, 5, none}, [3]uint32{aclOther, 0, none}), true},
+		{"namedMasked", 0o700, aclBytes([3]uint32{aclUserObj, 7, none}, [3]uint32{aclUser, 7, nobody}, [3]uint32{aclGroupObj, 0, none}, [3]uint32{aclMask, 4, none}, [3]uint32{aclOther, 0, none}), false},
+		{"namedDenied", 0o755, aclBytes([3]uint32{aclUserObj, 7, none}, [3]uint32{aclUser, 0, nobody}, [3]uint32{aclGroupObj, 5, none}, [3]uint32{aclMask, 5, none}, [3]uint32{aclOther, 5, none}), false},
+		{"namedGroup", 0o700, aclBytes([3]uint32{aclUserObj, 7, none}, [3]uint32{aclGroupObj, 0, none}, [3]uint32{aclGroup, 5, group}, [3]uint32{aclMask, 5, none}, [3]uint32{aclOther, 0, none}), false},
+		{"namedGroupAndOther", 0o755, aclBytes([3]uint32{aclUserObj, 7, none}, [3]uint32{aclGroupObj, 5, none}, [3]uint32{aclGroup, 5, group}, [3]uint32{aclMask, 5, none}, [3]uint32{aclOther, 5, none}), true},
+	} {
+		dir := filepath.Join(base, c.name)
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(dir, 0, group); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(dir, c.mode); err != nil {
+			t.Fatal(err)
+		}
+		if c.acl != nil {
+			if err := unix.Setxattr(dir, "system.posix_acl_access", c.acl, 0); errors.Is(err, unix.EOPNOTSUPP) {
+				t.Skipf("no POSIX ACLs on %s", base)
+			} else if err != nil {
+				t.Fatalf("%s: setting the ACL: %v", c.name, err)
+			}
+		}
+		w := &searcher{uid: nobody, gid: nobody, pid: 0}
+		if got := w.canSearch(dir); got != c.want {
+			t.Errorf("%s (%v): canSearch with the groups unknown = %v, want %v", c.name, c.mode, got, c.want)
+		}
+		if w.known {
+			t.Errorf("%s: the groups of PID 0 were read", c.name)
+		}
+		// The same caller, known to be in no other group, is decided as the host would.
+		if _, err := asNobodyIn(nil, "sh", "-c", `test -x "$1"`, "sh", dir); (err == nil) != (&searcher{uid: nobody, gid: nobody, loaded: true, known: true}).canSearch(dir) {
+			t.Errorf("%s: canSearch for a caller in no other group disagrees with the host (test -x: %v)", c.name, err)
+		}
+	}
+}
+
+// FuzzParseACL: any bytes parse or are refused without a panic, and what parses
+// encodes back to the same bytes.
+func FuzzParseACL(f *testing.F) {
+	f.Add(aclBytes([3]uint32{aclUserObj, 7, ^uint32(0)}, [3]uint32{aclGroupObj, 5, ^uint32(0)}, [3]uint32{aclOther, 5, ^uint32(0)}))
+	f.Add([]byte{2, 0, 0, 0})
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		acl, ok := parseACL(b)
+		if !ok {
+			return
+		}
+		var ents [][3]uint32
+		for _, e := range acl {
+			ents = append(ents, [3]uint32{uint32(e.tag), uint32(e.perm), e.id})
+		}
+		if got := aclBytes(ents...); string(got) != string(b) {
+			t.Fatalf("parseACL(%x) = %v, which encodes as %x", b, acl, got)
+		}
+	})
+}
+
+// TestCallerGroups reads this process's groups, and refuses to when the uid or
+// gid FUSE would pass differ from the thread's file-system ones.
+func TestCallerGroups(t *testing.T) {
+	pid, uid, gid := uint32(os.Getpid()), uint32(os.Geteuid()), uint32(os.Getegid())
+	want, err := os.Getgroups()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok := callerGroups(pid, uid, gid)
+	if !ok || len(got) != len(want) {
+		t.Fatalf("callerGroups(self) = %v, %v; want %v", got, ok, want)
+	}
+	for i := range want {
+		if got[i] != uint32(want[i]) {
+			t.Fatalf("callerGroups(self) = %v, want %v", got, want)
+		}
+	}
+	for _, c := range [][3]uint32{{pid, uid + 1, gid}, {pid, uid, gid + 1}, {0, uid, gid}} {
+		if g, ok := callerGroups(c[0], c[1], c[2]); ok {
+			t.Errorf("callerGroups(pid %d, uid %d, gid %d) = %v, want unknown", c[0], c[1], c[2], g)
+		}
+	}
+}
