@@ -67,11 +67,15 @@ package sandbox
 // start (a session of its own), so the kernel sends it no SIGHUP/SIGCONT.
 //
 // What the command can still do to toh-exec, on either path (the launcher stage is no
-// better): renice it, change its scheduling and set its rlimits, since setpriority(2),
-// sched_setattr(2) and prlimit(2) need only the same uid and Landlock governs none of
-// them (an address-space limit set with prlimit made toh-exec die of "out of memory"
-// with status 2 and a traceback, and no result); only bwrap's PID namespace hides
-// toh-exec. On a kernel without Landlock's signal scope (ABI < 6, or the erratum
+// better): renice it and change its scheduling, since setpriority(2) and
+// sched_setattr(2) need only the same uid and Landlock governs neither; that slows
+// toh-exec, nothing more. Setting its rlimits with prlimit(2) could kill it (an
+// address-space limit made toh-exec die of "out of memory" with status 2 and a
+// traceback, and no result): the seccomp filter refuses prlimit64 on any other
+// process (EPERM) wherever the rung installs one (read-only, network deny), and
+// workspace-write with the network allowed, which runs without a filter and is
+// partial anyway, leaves it open (TestLandlockCommandCannotSetItsStartersLimits
+// shows both). Only bwrap's PID namespace hides toh-exec altogether. On a kernel without Landlock's signal scope (ABI < 6, or the erratum
 // unfixed) it can also signal toh-exec through any of its threads.
 // TestLandlockDirectRetiresItsThread checks that no thread of the process is left
 // with no_new_privs or a seccomp filter.

@@ -68,8 +68,10 @@ package sandbox
 // FS_IOC_SETFLAGS / FS_IOC_FSSETXATTR / FS_IOC_SETVERSION / FS_IOC_ENABLE_VERITY /
 // FS_IOC_SET_ENCRYPTION_POLICY / FS_IOC_SETFSLABEL ioctls with EACCES (not EPERM: the
 // Landlock dialect of SPEC §4.3 is "permission denied", and a metadata denial must be
-// classified like any other), and io_uring with ENOSYS (its SETXATTR and SOCKET
-// operations would bypass the filter). Syscalls of a foreign architecture (i386 on
+// classified like any other), io_uring with ENOSYS (its SETXATTR and SOCKET
+// operations would bypass the filter), and prlimit64 setting another process's limits
+// with EPERM (the command could otherwise kill toh-exec with an address-space limit;
+// see landlock_direct_linux.go). Syscalls of a foreign architecture (i386 on
 // amd64, arm32 on arm64) and x32 syscalls kill the process: the filter cannot name them.
 // Consequences:
 //

@@ -231,6 +231,14 @@ func TestLandlockSeccompFilter(t *testing.T) {
 			}
 			expect(fmt.Sprintf("socket(%#x)", af), run(a.socket, af, unix.SOCK_STREAM, 0), want)
 		}
+		// prlimit64(pid, resource, new, old): another process's limits may be read, not set.
+		const newLimit, oldLimit = 0x7fff_1000, 0x7fff_2000
+		eperm := seccompErrno(unix.EPERM)
+		expect("prlimit64 of itself", run(a.prlimit, 0, unix.RLIMIT_AS, newLimit, oldLimit), seccompAllow)
+		expect("prlimit64 of itself, pid with high bits", run(a.prlimit, 1<<32, unix.RLIMIT_AS, newLimit, 0), seccompAllow)
+		expect("prlimit64 reading another's", run(a.prlimit, 1234, unix.RLIMIT_AS, 0, oldLimit), seccompAllow)
+		expect("prlimit64 setting another's", run(a.prlimit, 1234, unix.RLIMIT_AS, newLimit, 0), eperm)
+		expect("prlimit64 setting another's, new limit above 4 GiB", run(a.prlimit, 1234, unix.RLIMIT_AS, 1<<40, 0), eperm)
 		expect("socket(AF_UNIX)", run(a.socket, unix.AF_UNIX, unix.SOCK_STREAM, 0), seccompAllow)
 		expect("socket(AF_UNIX) with high bits", run(a.socket, 7<<32|unix.AF_UNIX, unix.SOCK_STREAM, 0), seccompAllow)
 	}

@@ -16,4 +16,5 @@ var landlockSeccompArch = seccompArch{
 	ioctl:   unix.SYS_IOCTL,
 	socket:  unix.SYS_SOCKET,
 	ioUring: []uint32{unix.SYS_IO_URING_SETUP, unix.SYS_IO_URING_ENTER, unix.SYS_IO_URING_REGISTER},
+	prlimit: unix.SYS_PRLIMIT64,
 }

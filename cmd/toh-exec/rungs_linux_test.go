@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -394,4 +395,42 @@ func processesWithArg(t *testing.T, arg string) []int {
 		}
 	}
 	return pids
+}
+
+// TestLandlockCommandCannotSetItsStartersLimits: Landlock governs no prlimit(2),
+// and the command runs as toh-exec's user, so it could set toh-exec's limits (an
+// address-space limit kills it before it reports). Where the Landlock rung
+// installs its seccomp filter (read-only; network deny) setting another
+// process's limits is refused, while the command's own limits still change.
+// Positive control: workspace-write with the network allowed runs without the
+// filter, and there the same call lands on toh-exec (the gap sandbox documents).
+func TestLandlockCommandCannotSetItsStartersLimits(t *testing.T) {
+	testutil.RequireLandlockABI(t, 1)
+	if _, err := exec.LookPath("prlimit"); err != nil {
+		t.Fatal("prlimit (util-linux) is needed")
+	}
+	s := newScratch(t)
+	allow, deny := filepath.Join(s.beside, "allow.json"), filepath.Join(s.beside, "deny.json")
+	os.WriteFile(allow, []byte(`{"version": 1, "network": "allow"}`), 0o644)
+	os.WriteFile(deny, []byte(`{"version": 1, "network": "deny"}`), 0o644)
+	script := `prlimit --pid $PPID --nofile=77:77 2>/dev/null; echo "others: $?"; ` +
+		`grep -q '^Max open files  *77  *77 ' /proc/$PPID/limits && echo "starter: 77"; ` +
+		`ulimit -n 55 && echo "own: $(ulimit -n)"`
+	for _, c := range []struct {
+		mode, policy string
+		refused      bool
+	}{
+		{"read-only", allow, true},
+		{"workspace-write", deny, true},
+		{"workspace-write", allow, false},
+	} {
+		e, r := tohJSON(t, s.ws, nil, "--policy", c.policy, "--runner", "landlock", "--mode", c.mode, "-c", script)
+		want := "others: 1\nown: 55\n"
+		if !c.refused {
+			want = "others: 0\nstarter: 77\nown: 55\n"
+		}
+		if r.code != 0 || e.Stdout == nil || *e.Stdout != want {
+			t.Errorf("%s, %s: exit %d, stdout %v, want %q (stderr %q)", c.mode, filepath.Base(c.policy), r.code, e.Stdout, want, r.stderr)
+		}
+	}
 }
