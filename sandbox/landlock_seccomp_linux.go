@@ -130,24 +130,23 @@ func buildSeccompFilter(a seccompArch, s seccompPlan) []unix.SockFilter {
 	// Landlock governs none of it, and a same-uid command could set toh-exec's, or
 	// the fence daemon's, address-space limit and kill it before it reports. Its
 	// own limits (pid 0, what setrlimit(2) sends) and reading any stay allowed.
-	body := []unix.SockFilter{
-		bpfStmt(bpfLoadWord, seccompDataArgsLow+8*0), // pid (the kernel reads an int)
-		bpfJump(bpfJEq, 0, 4, 0),
-		bpfStmt(bpfLoadWord, seccompDataArgsLow+8*2), // new_limit, low half
-		bpfJump(bpfJEq, 0, 0, 3),
-		bpfStmt(bpfLoadWord, seccompDataArgsLow+8*2+4), // and high half
-		bpfJump(bpfJEq, 0, 0, 1),
-		bpfStmt(bpfRet, seccompAllow),
-		bpfStmt(bpfRet, seccompErrno(unix.EPERM)),
-	}
 	if a.prlimit != 0 {
-		block(a.prlimit, body)
+		block(a.prlimit, []unix.SockFilter{
+			bpfStmt(bpfLoadWord, seccompDataArgsLow+8*0), // pid (the kernel reads an int)
+			bpfJump(bpfJEq, 0, 4, 0),
+			bpfStmt(bpfLoadWord, seccompDataArgsLow+8*2), // new_limit, low half
+			bpfJump(bpfJEq, 0, 0, 3),
+			bpfStmt(bpfLoadWord, seccompDataArgsLow+8*2+4), // and high half
+			bpfJump(bpfJEq, 0, 0, 1),
+			bpfStmt(bpfRet, seccompAllow),
+			bpfStmt(bpfRet, seccompErrno(unix.EPERM)),
+		})
 	}
 	if s.metadata {
 		for _, nr := range a.metadata {
 			deny(nr, unix.EACCES)
 		}
-		body = []unix.SockFilter{bpfStmt(bpfLoadWord, seccompDataArgsLow+8*1)}
+		body := []unix.SockFilter{bpfStmt(bpfLoadWord, seccompDataArgsLow+8*1)}
 		for _, cmd := range seccompDeniedIoctls {
 			body = append(body, bpfJump(bpfJEq, cmd, 0, 1), bpfStmt(bpfRet, seccompErrno(unix.EACCES)))
 		}
