@@ -130,7 +130,12 @@ func (w *searcher) canSearch(dir string) bool {
 		return false
 	}
 	if acl == nil {
-		// The mode alone: owning group, then others.
+		// The mode alone: owning group, then others. Where both say the same, as on
+		// most directories, the caller's groups cannot change the answer, and are
+		// not read.
+		if g, o := st.Mode&0o010 != 0, st.Mode&0o001 != 0; g == o {
+			return o
+		}
 		acl = []aclEntry{{tag: aclGroupObj, perm: uint16(st.Mode>>3) & 7}, {tag: aclOther, perm: uint16(st.Mode) & 7}}
 	}
 	mask := uint16(7) // no mask entry: nothing limited

@@ -77,6 +77,13 @@ func TestCanSearchGroupsUnknown(t *testing.T) {
 		if w.known {
 			t.Errorf("%s: the groups of PID 0 were read", c.name)
 		}
+		// Without an ACL, where the group's and the others' bits agree, the groups
+		// are not read at all; where they differ, they are.
+		w = &searcher{uid: nobody, gid: nobody, pid: uint32(os.Getpid())}
+		w.canSearch(dir)
+		if agree := c.mode&0o010<<3 == c.mode&0o001<<6; c.acl == nil && w.loaded == agree {
+			t.Errorf("%s (%v): groups read: %v", c.name, c.mode, w.loaded)
+		}
 		// The same caller, known to be in no other group, is decided as the host would.
 		if _, err := asNobodyIn(nil, "sh", "-c", `test -x "$1"`, "sh", dir); (err == nil) != (&searcher{uid: nobody, gid: nobody, loaded: true, known: true}).canSearch(dir) {
 			t.Errorf("%s: canSearch for a caller in no other group disagrees with the host (test -x: %v)", c.name, err)
