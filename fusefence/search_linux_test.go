@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -115,8 +116,12 @@ func FuzzParseACL(f *testing.F) {
 // TestCallerGroups reads this process's groups, and refuses to when the uid or
 // gid FUSE would pass differ from the thread's file-system ones.
 func TestCallerGroups(t *testing.T) {
-	pid, uid, gid := uint32(os.Getpid()), uint32(os.Geteuid()), uint32(os.Getegid())
-	want, err := os.Getgroups()
+	// This thread's own credentials: other tests of the package change single
+	// threads' (onNobodyThread), the main thread's among them, at times.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	pid, uid, gid := uint32(unix.Gettid()), uint32(unix.Geteuid()), uint32(unix.Getegid())
+	want, err := unix.Getgroups()
 	if err != nil {
 		t.Fatal(err)
 	}
