@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // The token walk runs before encoding/json sees the document. It exists because
@@ -41,10 +42,12 @@ const (
 	shapeEvent
 )
 
+// The JSON keys of each shape, computed on first use: every toh-exec start links
+// this package, and most never parse a policy file.
 var (
-	fileKeys    = jsonKeys(reflect.TypeFor[File]())
-	sessionKeys = jsonKeys(reflect.TypeFor[Session]())
-	eventKeys   = jsonKeys(reflect.TypeFor[Event]())
+	fileKeys    = sync.OnceValue(func() []string { return jsonKeys(reflect.TypeFor[File]()) })
+	sessionKeys = sync.OnceValue(func() []string { return jsonKeys(reflect.TypeFor[Session]()) })
+	eventKeys   = sync.OnceValue(func() []string { return jsonKeys(reflect.TypeFor[Event]()) })
 )
 
 func jsonKeys(t reflect.Type) []string {
@@ -61,11 +64,11 @@ func jsonKeys(t reflect.Type) []string {
 func (s shape) keys() []string {
 	switch s {
 	case shapeFile:
-		return fileKeys
+		return fileKeys()
 	case shapeSession:
-		return sessionKeys
+		return sessionKeys()
 	case shapeEvent:
-		return eventKeys
+		return eventKeys()
 	}
 	return nil
 }
