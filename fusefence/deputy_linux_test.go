@@ -1015,6 +1015,11 @@ func TestProtectedSymlinks(t *testing.T) {
 		}
 		e.refusedAs(0, "root writing through "+name, RuleProtectedSymlink, "shared/"+name, op)
 	}
+	// The record names the link refused, not where it leads.
+	os.ReadFile(e.m("shared/evil"))
+	if recs := e.records(); len(recs) == 0 || recs[0].HostPath != e.s("shared/evil") {
+		t.Errorf("the refusal of shared/evil: records %+v, want its host path %s", recs, e.s("shared/evil"))
+	}
 	if b, _ := os.ReadFile(e.extra + "/target"); string(b) != "orig" {
 		t.Errorf("the link's target is %q, want orig", b)
 	}

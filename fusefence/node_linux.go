@@ -259,7 +259,7 @@ func (n *node) lookup(ctx context.Context, name string, out *fuse.EntryOut, list
 		op = "" // refused entries are listed as plain ones (see refuse)
 	}
 	if sh.ownerOnly && !callerIs(ctx, sh.linkUID) {
-		return nil, n.f.refuse(ctx, nil, op, childRel(n.rel(), name), sh.at, RuleProtectedSymlink)
+		return nil, n.f.refuse(ctx, nil, op, childRel(n.rel(), name), sh.link, RuleProtectedSymlink)
 	}
 	if sh.away {
 		if errno := n.f.reachableAt(ctx, nil, op, childRel(n.rel(), name), sh.at); errno != 0 {
@@ -332,9 +332,11 @@ type shown struct {
 	// name or on the way to it), followed that the name itself is such a link.
 	at             string
 	away, followed bool
-	// ownerOnly: the link followed may be followed only by linkUID (see ownerOnly).
+	// ownerOnly: the link followed, at the host path link, may be followed only by
+	// linkUID (see ownerOnly).
 	ownerOnly bool
 	linkUID   uint32
+	link      string
 }
 
 // showIn is presentIn, saying where what it shows is.
@@ -362,7 +364,7 @@ func (f *fence) showIn(dir *node, rel string) (sh shown, errno syscall.Errno) {
 		} else if target, errno := f.throughLink(sh.at); errno != 0 {
 			return sh, errno
 		} else {
-			sh.ownerOnly, sh.linkUID = f.ownerOnly(p, &sh.st), sh.st.Uid
+			sh.ownerOnly, sh.linkUID, sh.link = f.ownerOnly(p, &sh.st), sh.st.Uid, sh.at
 			if sh.gen, err = statx(target, 0, &sh.st); err != nil {
 				return sh, syscall.ENOENT
 			}
