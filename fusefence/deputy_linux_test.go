@@ -1,7 +1,6 @@
 package fusefence
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -9,7 +8,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
-	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -684,37 +682,13 @@ func TestLinkOutGroupsAndACLs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// setACL gives dir the access ACL user::rwx, one named entry, group::GROUP,
-	// mask::r-x, other::OTHER (entries in the order the kernel requires).
-	setACL := func(dir string, tag uint16, id uint32, perm, groupPerm, other uint16) {
-		t.Helper()
-		type ent struct {
-			tag, perm uint16
-			id        uint32
-		}
-		ents := []ent{{0x01, 7, ^uint32(0)}, {0x04, groupPerm, ^uint32(0)}, {0x10, 5, ^uint32(0)}, {0x20, other, ^uint32(0)}}
-		at := 1 // a named user (0x02) before GROUP_OBJ
-		if tag == 0x08 {
-			at = 2 // a named group after it
-		}
-		ents = slices.Insert(ents, at, ent{tag, perm, id})
-		b := binary.LittleEndian.AppendUint32(nil, 2)
-		for _, en := range ents {
-			b = binary.LittleEndian.AppendUint16(b, en.tag)
-			b = binary.LittleEndian.AppendUint16(b, en.perm)
-			b = binary.LittleEndian.AppendUint32(b, en.id)
-		}
-		err := unix.Setxattr(e.outside+"/"+dir, "system.posix_acl_access", b, 0)
-		if errors.Is(err, unix.EOPNOTSUPP) {
-			t.Skipf("no POSIX ACLs on %s: %v", e.outside, err)
-		}
-		if err != nil {
-			t.Fatalf("setting the ACL of %s: %v", dir, err)
-		}
-	}
-	setACL("acl", 0x02, nobody, 5, 0, 0)     // user:nobody:r-x, nothing for the rest
-	setACL("acldeny", 0x02, nobody, 0, 5, 5) // user:nobody:---, r-x for the rest
-	setACL("aclgrp", 0x08, group, 5, 0, 0)   // group:4242:r-x, nothing for the rest
+	const all = ^uint32(0)
+	setACL(t, e.outside+"/acl", aclBytes( // user:nobody:r-x, nothing for the rest
+		[3]uint32{aclUserObj, 7, all}, [3]uint32{aclUser, 5, nobody}, [3]uint32{aclGroupObj, 0, all}, [3]uint32{aclMask, 5, all}, [3]uint32{aclOther, 0, all}))
+	setACL(t, e.outside+"/acldeny", aclBytes( // user:nobody:---, r-x for the rest
+		[3]uint32{aclUserObj, 7, all}, [3]uint32{aclUser, 0, nobody}, [3]uint32{aclGroupObj, 5, all}, [3]uint32{aclMask, 5, all}, [3]uint32{aclOther, 5, all}))
+	setACL(t, e.outside+"/aclgrp", aclBytes( // group:4242:r-x, nothing for the rest
+		[3]uint32{aclUserObj, 7, all}, [3]uint32{aclGroupObj, 0, all}, [3]uint32{aclGroup, 5, group}, [3]uint32{aclMask, 5, all}, [3]uint32{aclOther, 0, all}))
 
 	for _, c := range []struct {
 		dir    string
@@ -922,24 +896,15 @@ func TestACLsEnforced(t *testing.T) {
 		}
 	}
 	// user::rw(x) user:nobody:PERM group::r(x) mask::r(x) other::OTHER(x)
-	setACL := func(p string, nobodyPerm, other, x uint16) {
+	acl := func(p string, nobodyPerm, other, x uint32) {
 		t.Helper()
-		b := binary.LittleEndian.AppendUint32(nil, 2) // POSIX_ACL_XATTR_VERSION
-		for _, ent := range []struct {
-			tag, perm uint16
-			id        uint32
-		}{{0x01, 6 | x, ^uint32(0)}, {0x02, nobodyPerm, nobody}, {0x04, 4 | x, ^uint32(0)}, {0x10, 4 | x, ^uint32(0)}, {0x20, other | x, ^uint32(0)}} {
-			b = binary.LittleEndian.AppendUint16(b, ent.tag)
-			b = binary.LittleEndian.AppendUint16(b, ent.perm)
-			b = binary.LittleEndian.AppendUint32(b, ent.id)
-		}
-		if err := unix.Setxattr(p, "system.posix_acl_access", b, 0); err != nil {
-			t.Skipf("no POSIX ACLs on %s: %v", p, err)
-		}
+		const all = ^uint32(0)
+		setACL(t, p, aclBytes([3]uint32{aclUserObj, 6 | x, all}, [3]uint32{aclUser, nobodyPerm, nobody},
+			[3]uint32{aclGroupObj, 4 | x, all}, [3]uint32{aclMask, 4 | x, all}, [3]uint32{aclOther, other | x, all}))
 	}
-	setACL(e.s("deny"), 0, 4, 0)
-	setACL(e.s("ddeny"), 0, 4, 1)
-	setACL(e.s("grant"), 4, 0, 0) // mode 0640 now: only the ACL lets nobody read
+	acl(e.s("deny"), 0, 4, 0)
+	acl(e.s("ddeny"), 0, 4, 1)
+	acl(e.s("grant"), 4, 0, 0) // mode 0640 now: only the ACL lets nobody read
 
 	for _, c := range []struct {
 		args []string

@@ -22,6 +22,19 @@ func aclBytes(ents ...[3]uint32) []byte {
 	return b
 }
 
+// setACL sets the access ACL b (see aclBytes) on path; the test skips where the
+// file system has no POSIX ACLs.
+func setACL(t *testing.T, path string, b []byte) {
+	t.Helper()
+	err := unix.Setxattr(path, "system.posix_acl_access", b, 0)
+	if errors.Is(err, unix.EOPNOTSUPP) {
+		t.Skipf("no POSIX ACLs on %s", path)
+	}
+	if err != nil {
+		t.Fatalf("setting the ACL of %s: %v", path, err)
+	}
+}
+
 // TestCanSearchGroupsUnknown: a caller whose supplementary groups cannot be read
 // (PID 0: a PID namespace the daemon does not see) may search a directory only
 // where every group it might be in would let it, and the others' bits would too.
@@ -65,11 +78,7 @@ func TestCanSearchGroupsUnknown(t *testing.T) {
 			t.Fatal(err)
 		}
 		if c.acl != nil {
-			if err := unix.Setxattr(dir, "system.posix_acl_access", c.acl, 0); errors.Is(err, unix.EOPNOTSUPP) {
-				t.Skipf("no POSIX ACLs on %s", base)
-			} else if err != nil {
-				t.Fatalf("%s: setting the ACL: %v", c.name, err)
-			}
+			setACL(t, dir, c.acl)
 		}
 		w := &searcher{uid: nobody, gid: nobody, pid: 0}
 		if got := w.canSearch(dir); got != c.want {
