@@ -261,7 +261,7 @@ func (n *node) lookup(ctx context.Context, name string, out *fuse.EntryOut, list
 	if sh.ownerOnly && !callerIs(ctx, sh.linkUID) {
 		return nil, n.f.refuse(ctx, nil, op, childRel(n.rel(), name), sh.link, RuleProtectedSymlink)
 	}
-	if sh.away {
+	if sh.away && !n.f.ownRights(ctx) { // (the name's rel is built only for a check that may refuse)
 		if errno := n.f.reachableAt(ctx, nil, op, childRel(n.rel(), name), sh.at); errno != 0 {
 			return nil, errno
 		}
