@@ -16,8 +16,9 @@ import (
 //
 // The order is part of the contract, because later mounts overlay earlier ones:
 //
-//	--ro-bind / /  --dev /dev  --unshare-pid  [--unshare-net]  --proc /proc  --die-with-parent
-//	--cap-drop ALL  [--tmpfs /tmp  --bind <root> <root>...  --bind <dir> <dir>...  --ro-bind <path> <path>...]
+//	--ro-bind / /  --dev /dev  --unshare-pid  --unshare-ipc  [--unshare-net]  --proc /proc
+//	--ro-bind /proc/sys /proc/sys  --ro-bind-try /proc/sysrq-trigger /proc/sysrq-trigger
+//	--die-with-parent  --cap-drop ALL  [--tmpfs /tmp  --bind <root> <root>...  --bind <dir> <dir>...  --ro-bind <path> <path>...]
 //	--  argv...
 //
 // Why each part is there:
@@ -27,6 +28,22 @@ import (
 //   - --unshare-pid is always present: without it a confined command can write through
 //     /proc/<pid>/root of a host process.
 //   - --unshare-net is added when pol.Network is deny (SPEC §7).
+//   - --unshare-ipc goes beyond SPEC §4.2's profile: System V shared memory,
+//     semaphores and message queues, and POSIX message queues, belong to the IPC
+//     namespace, and in the host's a read-only command could rewrite another
+//     process's shared memory or remove its semaphores. In its own namespace the
+//     command still has working IPC, private to the run.
+//   - /proc/sys and /proc/sysrq-trigger are bound read-only over the new procfs,
+//     beyond SPEC §4.2's profile too. Root without capabilities may still write most
+//     sysctls (procfs checks the file mode against the uid, not a capability), and
+//     bwrap 0.8 leaves /proc/sys writable: it covers it only when access(W_OK) says
+//     it is writable, which procfs never says of the directory. A command run by root
+//     could otherwise set kernel.core_pattern to a program of its choosing, which
+//     the kernel then runs as root outside every namespace at the next crash (found
+//     by review on this project's CI machine; TestBwrapRootCannotWriteSysctls). The
+//     bind's source is the host's /proc/sys: a network sysctl still shows the
+//     namespace of the process that opens it. -try: a kernel without magic SysRq has
+//     no /proc/sysrq-trigger.
 //   - --cap-drop ALL goes beyond SPEC §4.2's exact profile, deliberately: bwrap run by
 //     root (not setuid) keeps every capability in the sandbox, and with CAP_SYS_ADMIN
 //     "mount -o remount,bind,rw /" undoes the read-only root (demonstrated on this
@@ -110,11 +127,13 @@ func BwrapArgv(pol policy.Execution, argv []string) []string {
 // record too); the guarded files (the probe cache, which the fence does not know)
 // keep their rebinds.
 func bwrapArgv(pol policy.Execution, argv []string, guarded []string) ([]string, *standInPlan, []string) {
-	out := []string{"--ro-bind", "/", "/", "--dev", "/dev", "--unshare-pid"}
+	out := []string{"--ro-bind", "/", "/", "--dev", "/dev", "--unshare-pid", "--unshare-ipc"}
 	if pol.Network == policy.NetworkDeny {
 		out = append(out, "--unshare-net")
 	}
-	out = append(out, "--proc", "/proc", "--die-with-parent", "--cap-drop", "ALL")
+	out = append(out, "--proc", "/proc",
+		"--ro-bind", "/proc/sys", "/proc/sys", "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger",
+		"--die-with-parent", "--cap-drop", "ALL")
 
 	var plan *standInPlan
 	if pol.Mode == policy.WorkspaceWrite {

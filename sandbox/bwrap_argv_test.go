@@ -171,8 +171,14 @@ func checkBwrapInvariants(t *testing.T, pol policy.Execution, got, argv []string
 		t.Fatalf("argv must follow the first \"--\" unchanged: %q", got)
 	}
 	opts := got[:sep]
-	if !slices.Equal(opts[:6], []string{"--ro-bind", "/", "/", "--dev", "/dev", "--unshare-pid"}) {
-		t.Errorf("options must open with the read-only root, /dev and --unshare-pid: %q", opts)
+	if !slices.Equal(opts[:7], []string{"--ro-bind", "/", "/", "--dev", "/dev", "--unshare-pid", "--unshare-ipc"}) {
+		t.Errorf("options must open with the read-only root, /dev, --unshare-pid and --unshare-ipc: %q", opts)
+	}
+	// The new procfs, then its sysctls and SysRq kept read-only (see BwrapArgv).
+	procOpts := []string{"--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger"}
+	proc := slices.Index(opts, "--proc")
+	if proc < 0 || len(opts) < proc+len(procOpts) || !slices.Equal(opts[proc:proc+len(procOpts)], procOpts) {
+		t.Errorf("--proc /proc must be followed by the read-only /proc/sys and /proc/sysrq-trigger: %q", opts)
 	}
 	if want := pol.Network == policy.NetworkDeny; slices.Contains(opts, "--unshare-net") != want {
 		t.Errorf("--unshare-net present = %v, want %v: %q", !want, want, opts)
@@ -191,7 +197,7 @@ func checkBwrapInvariants(t *testing.T, pol policy.Execution, got, argv []string
 				t.Errorf("/tmp must stay the private tmpfs, not be bound: %q", opts)
 			}
 		case "--ro-bind":
-			if i == 0 {
+			if i == 0 || i == proc+2 {
 				continue
 			}
 			if last := bwrapLastIndex(opts, "--bind"); i < last {

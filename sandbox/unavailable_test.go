@@ -81,8 +81,11 @@ func TestSpecExactTexts(t *testing.T) {
 		"unavailable":         (&UnavailableError{Mode: "<mode>"}).Error(),
 		"runner failure tail": strings.TrimPrefix((&UnavailableError{Mode: "<mode>", RunnerFailure: "<detail>"}).Error(), (&UnavailableError{Mode: "<mode>"}).Error()),
 		"runner notice":       RunnerFailureNotice("<mode>"),
-		// --cap-drop ALL is a documented addition to the SPEC profile (see BwrapArgv).
-		"bwrap read-only":    strings.Replace("bwrap "+strings.Join(BwrapArgv(policy.Execution{Mode: policy.ReadOnly}, []string{"<argv…>"}), " "), " --cap-drop ALL", "", 1),
+		// --unshare-ipc, the read-only /proc/sys and /proc/sysrq-trigger and
+		// --cap-drop ALL are documented additions to the SPEC profile (see BwrapArgv).
+		"bwrap read-only": strings.NewReplacer(" --unshare-ipc", "",
+			" --ro-bind /proc/sys /proc/sys --ro-bind-try /proc/sysrq-trigger /proc/sysrq-trigger", "",
+			" --cap-drop ALL", "").Replace("bwrap " + strings.Join(BwrapArgv(policy.Execution{Mode: policy.ReadOnly}, []string{"<argv…>"}), " ")),
 		"seatbelt read-only": SeatbeltProfile(policy.Execution{Mode: policy.ReadOnly}),
 		"bwrap dialect":      specDenial(BwrapDialect()),
 		"landlock dialect":   specDenial(LandlockDialect()),

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/toh-sandbox/toh/internal/testutil"
 )
 
@@ -432,5 +434,57 @@ func TestLandlockCommandCannotSetItsStartersLimits(t *testing.T) {
 		if r.code != 0 || e.Stdout == nil || *e.Stdout != want {
 			t.Errorf("%s, %s: exit %d, stdout %v, want %q (stderr %q)", c.mode, filepath.Base(c.policy), r.code, e.Stdout, want, r.stderr)
 		}
+	}
+}
+
+// Root without capabilities may still write most sysctls: procfs checks the file's
+// mode against the uid. bwrap keeps /proc/sys read-only for root too
+// (sandbox.BwrapArgv), so a read-only command cannot set kernel.core_pattern and
+// have the kernel run its program as root outside the sandbox. The test writes one
+// harmless sysctl's current value back, so that nothing changes either way.
+func TestBwrapRootCannotWriteSysctls(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.RequireBwrap(t)
+	const sysctl = "/proc/sys/kernel/printk_ratelimit_burst"
+	if _, err := os.Stat(sysctl); err != nil {
+		t.Fatalf("this kernel has no %s: %v", sysctl, err)
+	}
+	s := newScratch(t)
+	script := `v=$(cat ` + sysctl + `) && echo "$v" > ` + sysctl + ` && echo written`
+	for _, mode := range []string{"read-only", "workspace-write"} {
+		r := toh(t, s.ws, nil, "--policy", s.noPolicy, "--runner", "bwrap", "--mode", mode, "-c", script)
+		if r.code == 0 || strings.Contains(r.stdout, "written") || !strings.Contains(strings.ToLower(r.stderr), "read-only file system") {
+			t.Errorf("%s: a confined root command wrote %s: exit %d, stdout %q, stderr %q", mode, sysctl, r.code, r.stdout, r.stderr)
+		}
+	}
+	// Positive control: the same write, unconfined, is allowed to root.
+	r := toh(t, s.ws, nil, "--policy", s.noPolicy, "--mode", "danger-full-access", "-c", script)
+	if r.code != 0 || r.stdout != "written\n" {
+		t.Fatalf("control: root could not write %s unconfined (%d %q %q); the test proves nothing", sysctl, r.code, r.stdout, r.stderr)
+	}
+}
+
+// A bwrap run has its own IPC namespace (sandbox.BwrapArgv): the host's System V
+// shared memory, semaphores and message queues are out of a confined command's
+// sight and reach. The Landlock rung shares the host's (sandbox package doc).
+func TestBwrapRunHasItsOwnIPC(t *testing.T) {
+	testutil.RequireBwrap(t)
+	const key = 0x746f6801
+	id, err := unix.SysvShmGet(key, 4096, unix.IPC_CREAT|unix.IPC_EXCL|0o600)
+	if err != nil {
+		t.Fatalf("creating a System V shared memory segment: %v", err)
+	}
+	t.Cleanup(func() { unix.SysvShmCtl(id, unix.IPC_RMID, nil) })
+	s := newScratch(t)
+	script := `if grep -q '^ *` + strconv.Itoa(key) + ` ' /proc/sysvipc/shm; then echo seen; else echo unseen; fi`
+	for _, mode := range []string{"read-only", "workspace-write"} {
+		r := toh(t, s.ws, nil, "--policy", s.noPolicy, "--runner", "bwrap", "--mode", mode, "-c", script)
+		if r.code != 0 || r.stdout != "unseen\n" {
+			t.Errorf("%s: the host's shared memory segment is visible in the sandbox: exit %d, stdout %q, stderr %q", mode, r.code, r.stdout, r.stderr)
+		}
+	}
+	r := toh(t, s.ws, nil, "--policy", s.noPolicy, "--mode", "danger-full-access", "-c", script)
+	if r.code != 0 || r.stdout != "seen\n" {
+		t.Fatalf("control: the segment is not listed unconfined (%d %q %q); the test proves nothing", r.code, r.stdout, r.stderr)
 	}
 }
