@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/toh-sandbox/toh/canon"
 )
@@ -43,9 +44,9 @@ func Update(path string, fn func(*File) error) error {
 }
 
 func update(path string, fn func(*File) error) error {
-	lock, err := os.OpenFile(path+".lock", os.O_RDWR|os.O_CREATE, 0o600)
+	lock, err := openLock(path + ".lock")
 	if err != nil {
-		return fmt.Errorf("opening lock file: %w", err)
+		return err
 	}
 	defer lock.Close() // closing the last fd releases the flock
 	if err := lockExclusive(lock); err != nil {
@@ -68,6 +69,27 @@ func update(path string, fn func(*File) error) error {
 		return err
 	}
 	return replaceFile(path, data, perm)
+}
+
+// openLock opens (creating it 0600 if missing) the lock file, which must be a
+// regular file of its own name. The lock may lie where a confined command could
+// create it (bwrap cannot keep a missing file from being created): followed, a
+// link planted there would have this writer, run by the user outside any sandbox,
+// create a file wherever the link points.
+func openLock(name string) (*os.File, error) {
+	lock, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("opening lock file: %w", err)
+	}
+	fi, err := lock.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("%s is not a regular file (%v)", name, fi.Mode().Type())
+	}
+	if err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("opening lock file: %w", err)
+	}
+	return lock, nil
 }
 
 func readForUpdate(path string) (*File, fs.FileMode, error) {

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -435,5 +436,44 @@ func TestReplaceFileCleansUp(t *testing.T) {
 	}
 	if fi, err := os.Stat(free); err != nil || fi.Mode().Perm() != 0o600 || string(mustRead(t, free)) != "{}\n" {
 		t.Errorf("replaceFile(free) = %v, %v", fi, err)
+	}
+}
+
+// The lock file may lie where a confined command could create it; a link planted
+// there must not make the user's next policy write create a file where the link
+// points. A regular lock (the control) is used as before.
+func TestUpdateRefusesLinkedLock(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "policy.json")
+	target := filepath.Join(dir, "elsewhere", "planted")
+	os.Mkdir(filepath.Dir(target), 0o755)
+	if err := os.Symlink(target, path+".lock"); err != nil {
+		t.Fatal(err)
+	}
+	setMode := func(f *File) error { f.Mode = ReadOnly; return nil }
+	if err := Update(path, setMode); err == nil {
+		t.Fatal("Update followed a lock file that is a symlink")
+	}
+	if _, err := os.Lstat(target); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the link's target was created: %v", err)
+	}
+	if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the policy file was written without its lock: %v", err)
+	}
+
+	os.Remove(path + ".lock")
+	if err := syscall.Mkfifo(path+".lock", 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := Update(path, setMode); err == nil {
+		t.Fatal("Update locked a lock file that is a FIFO")
+	}
+
+	os.Remove(path + ".lock")
+	if err := Update(path, setMode); err != nil {
+		t.Fatalf("control: %v", err)
+	}
+	if fi, err := os.Lstat(path + ".lock"); err != nil || !fi.Mode().IsRegular() {
+		t.Fatalf("control: lock file %v, %v", fi, err)
 	}
 }
