@@ -286,8 +286,10 @@ type Execution struct {
 	Approval Approval `json:"approval"`
 	// SessionID is "" for calls without a session.
 	SessionID string `json:"sessionID,omitempty"`
-	// PolicyFile is the canonical path of the policy file this execution came from, or
-	// "" for the embedded default. Confined commands must never be able to write it.
+	// PolicyFile is the canonical path of the policy file this execution came from,
+	// whether or not it exists (a missing file means the embedded default), or "" when
+	// the caller named none. Confined commands must never be able to write it, nor
+	// create it where it is missing.
 	PolicyFile string `json:"policyFile,omitempty"`
 	// Escalated is true when Mode came from an approved one-shot escalation.
 	Escalated bool `json:"escalated,omitempty"`
@@ -311,6 +313,7 @@ type Request struct {
 	Cwd string
 	// TmpDir is the caller's $TMPDIR, or "".
 	TmpDir string
-	// PolicyFile is the path the file was read from, or "" for the embedded default.
+	// PolicyFile is the path the file was read from, or would have been read from
+	// had it existed; "" for none.
 	PolicyFile string
 }

@@ -1,6 +1,9 @@
 package sandbox
 
 import (
+	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path"
 	"sort"
@@ -62,10 +65,20 @@ import (
 //     command plant a new policy file at the old path. So every directory between the
 //     bound root and the file is first bound onto itself, writable as before but a
 //     mountpoint, which cannot be renamed or removed.
-//   - A missing policy file or lock file gets no rebind (bwrap fails on a missing
-//     source) and no stand-in (see below). A missing policy file means the run uses
-//     the embedded default. A file under /tmp but under no bound root needs nothing:
-//     the tmpfs hides the host file from the command.
+//   - A missing lock file gets no rebind (bwrap fails on a missing source) and no
+//     stand-in (see below); the writers refuse a lock that is not a regular file of
+//     its own name (policy.Update), so a lock a command creates can only be a lock. A
+//     missing policy file (the run uses the embedded default) within a bound root
+//     refuses the run before anything starts (a *missingPolicyError, from
+//     [standInPlan.prepare]): the command could create it, and every later call
+//     without --mode would then run under whatever mode it wrote, danger-full-access
+//     included. Neither a rebind nor a stand-in can keep a name from being created,
+//     and an empty stand-in would read as a malformed policy. The error names the
+//     remedies: create the file first (toh-exec policy set-mode writes it; it is then
+//     rebound read-only), or keep it outside the writable roots. Within a fenced
+//     root the fence denies creating it, and the run goes ahead. A file under /tmp
+//     but under no bound root needs nothing: the tmpfs hides the host file from the
+//     command.
 //
 // Writable roots are expected to be canonical (policy.Execution guarantees it) and to
 // exist; a missing root makes bwrap itself fail, which classification reports as a
@@ -166,6 +179,14 @@ func bwrapArgv(pol policy.Execution, argv []string, guarded []string) ([]string,
 		if len(guards) > 0 {
 			plan = &standInPlan{guards: guards}
 		}
+		if root := innermostRoot(pol.PolicyFile, bound); pol.PolicyFile != "" && root != "" && !pol.Fence {
+			if _, err := os.Lstat(pol.PolicyFile); errors.Is(err, fs.ErrNotExist) {
+				if plan == nil {
+					plan = &standInPlan{}
+				}
+				plan.missingPolicy = &missingPolicyError{file: pol.PolicyFile, root: root}
+			}
+		}
 	}
 
 	var fenced []string
@@ -185,6 +206,20 @@ func bwrapArgv(pol policy.Execution, argv []string, guarded []string) ([]string,
 // (policy.PathLink) within a bound root makes prepare refuse the run.
 type standInPlan struct {
 	guards []bwrapGuard
+	// missingPolicy, when set, refuses the run: the policy file is missing within a
+	// bound root (see [BwrapArgv]).
+	missingPolicy *missingPolicyError
+}
+
+// missingPolicyError refuses a bwrap run in which the policy file is missing within
+// a writable root (see [BwrapArgv]).
+type missingPolicyError struct{ file, root string }
+
+func (e *missingPolicyError) Error() string {
+	return fmt.Sprintf("the policy file %q does not exist and lies in the writable root %q, where a command could "+
+		"create it and set the mode of every later call; create it first (toh-exec policy set-mode MODE writes it, "+
+		"and bwrap then keeps it read-only), pass --policy with a file outside the writable roots, or serve the root "+
+		"through the fence (--fence)", e.file, e.root)
 }
 
 // bwrapGuard is one path the bwrap rung keeps read-only.

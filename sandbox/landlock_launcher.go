@@ -98,6 +98,8 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -267,7 +269,12 @@ func landlockEnforcement(pol policy.Execution, abi int, seccompOK bool) (Enforce
 		// A fenced root (pol.Fence: every root but the host's /tmp) is served by the
 		// fence, which guards the policy file as its own.
 		fenced := pol.Fence && r != "/tmp"
+		// A missing policy file counts too: the command could create it, and set the
+		// mode of every later call.
 		if pol.PolicyFile != "" && !fenced && canon.Within(pol.PolicyFile, r) {
+			if _, err := os.Lstat(pol.PolicyFile); errors.Is(err, fs.ErrNotExist) {
+				return "", fmt.Errorf("landlock: the policy file %q does not exist and lies beneath writable root %q, where Landlock cannot keep it from being created (SPEC §8); pass --policy with a file outside the writable roots", pol.PolicyFile, r)
+			}
 			return "", fmt.Errorf("landlock: the policy file %q lies beneath writable root %q and Landlock cannot keep it read-only there (SPEC §8)", pol.PolicyFile, r)
 		}
 	}

@@ -77,7 +77,11 @@
 // stand-in, so bwrap cannot keep them from being created when missing: a command can
 // create ".git/commondir" in an ordinary repository and so redirect where git reads
 // config and hooks from, for the user's next git command. Seatbelt and the fence deny
-// it. A rung is also only as strong as the weakest run over the same tree at the same
+// it. A lock file a command creates can only ever be a lock (the writers refuse one
+// that is not a regular file of its own name). A missing policy file is different:
+// created, it would set the mode of every later call, so a run in which it is
+// missing within a writable root is refused by bwrap (before the command starts) and
+// by Landlock, unless the root is fenced. A rung is also only as strong as the weakest run over the same tree at the same
 // time: a concurrent Landlock or danger-full-access run can write protected paths.
 //
 // Two cases where bwrap cannot do what it does for other paths, decided so that runs

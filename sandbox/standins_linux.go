@@ -117,6 +117,9 @@ type fileIdent struct{ dev, ino uint64 }
 // On error nothing it created stays.
 // interrupted, polled while waiting for a lock, ends the wait with an error.
 func (p *standInPlan) prepare(interrupted func() bool) (*standIns, error) {
+	if p.missingPolicy != nil {
+		return nil, p.missingPolicy
+	}
 	for _, g := range p.guards {
 		if g.kind == policy.PathLink && g.exists {
 			return nil, &protectedLinkError{link: g.path, root: g.root}

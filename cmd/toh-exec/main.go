@@ -130,7 +130,8 @@ file git finds one through), policy-file, probe-cache. Create and rename are als
 refused at a directory above a protected path; a missing protected path counts.
 why answers for the policy; where a backend enforces less or otherwise: Landlock
 enforces no protected path; bwrap cannot keep a missing commondir, config.worktree or
-policy lock file from being created, and its /tmp is a private tmpfs; the fence
+policy lock file from being created (a missing policy file in a writable root refuses
+the run, under Landlock too), and its /tmp is a private tmpfs; the fence
 (toh-mount) refuses writes to files with several links, and resolves the protected
 paths when its policy file changes, not at each operation.
 

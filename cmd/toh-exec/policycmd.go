@@ -34,7 +34,7 @@ func resolvePolicy(file, session string, deployment policy.Mode, escalation poli
 		}
 		path = p
 	}
-	f, found, err := policy.Load(path)
+	f, _, err := policy.Load(path)
 	if err != nil {
 		return policy.Execution{}, exitPolicy, err
 	}
@@ -48,9 +48,10 @@ func resolvePolicy(file, session string, deployment policy.Mode, escalation poli
 		DeploymentMode: deployment,
 		Cwd:            cwd,
 		TmpDir:         os.Getenv("TMPDIR"),
-	}
-	if found {
-		req.PolicyFile = path
+		// Missing or not, the path is the policy file's: the backends keep a command
+		// from writing it, and from creating it where it is missing (a file created
+		// there would set the mode of every later call).
+		PolicyFile: path,
 	}
 	pol, err := policy.Resolve(f, req)
 	if err != nil {

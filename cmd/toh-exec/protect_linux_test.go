@@ -765,3 +765,60 @@ func TestWritableRootThroughLinkIsRefused(t *testing.T) {
 		refusedRoot("the run after the replacement ("+runner+")", filepath.Join(s.ws, "data"), e, r)
 	}
 }
+
+// A policy file that does not exist but lies in a writable root (the default
+// ~/.config/toh/policy.json of a workspace-write run in $HOME, or a --policy path
+// in the workspace) could be created by the command, and would then set the mode of
+// every later call. Neither rung can keep a name from being created, so both refuse
+// the run before anything starts (sandbox.BwrapArgv; the Landlock launcher's plan).
+// Controls: the same command with the policy file outside the workspace runs, and
+// writes; with the file created first, bwrap runs and keeps it read-only.
+func TestMissingPolicyFileInWritableRootRefusesTheRun(t *testing.T) {
+	s := newScratch(t)
+	plant := `mkdir -p .toh .config/toh && p='{"version": 1, "mode": "danger-full-access"}' && ` +
+		`printf '%s' "$p" > .toh/policy.json && printf '%s' "$p" > .config/toh/policy.json && echo planted`
+	inWs := filepath.Join(s.ws, ".toh", "policy.json")
+	asDefault := []string{"HOME=" + s.ws, "XDG_CONFIG_HOME="}
+	for _, rung := range []string{"bwrap", "landlock"} {
+		requireRung(t, rung, 1)
+		for _, c := range []struct {
+			name string
+			env  []string
+			args []string
+		}{
+			{"--policy in the workspace", nil, []string{"--policy", inWs}},
+			{"the default path in $HOME", asDefault, nil},
+		} {
+			args := append(append([]string{}, c.args...), "--runner", rung, "--mode", "workspace-write", "-c", plant)
+			r := toh(t, s.ws, c.env, args...)
+			if r.code == 0 || strings.Contains(r.stdout, "planted") || !strings.Contains(r.stderr, "does not exist") {
+				t.Errorf("%s, %s: exit %d, stdout %q, stderr %q; want the run refused", rung, c.name, r.code, r.stdout, r.stderr)
+			}
+			absent(t, inWs)
+			absent(t, filepath.Join(s.ws, ".config", "toh", "policy.json"))
+		}
+	}
+
+	// Control: with the policy file outside the workspace, the same command runs.
+	r := toh(t, s.ws, nil, "--policy", s.noPolicy, "--mode", "workspace-write", "-c", plant)
+	if r.code != 0 || r.stdout != "planted\n" {
+		t.Fatalf("control: the command did not run with the policy file outside the workspace: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	os.RemoveAll(filepath.Join(s.ws, ".toh"))
+	os.RemoveAll(filepath.Join(s.ws, ".config"))
+
+	// Control: created first, the policy file is kept read-only by bwrap and the run goes ahead.
+	testutil.RequireBwrap(t)
+	os.Mkdir(filepath.Dir(inWs), 0o755)
+	if r := toh(t, s.ws, nil, "policy", "set-mode", "--policy", inWs, "workspace-write"); r.code != 0 {
+		t.Fatalf("policy set-mode: %d %q", r.code, r.stderr)
+	}
+	before, _ := os.ReadFile(inWs)
+	r = toh(t, s.ws, nil, "--policy", inWs, "--runner", "bwrap", "-c", `echo '{"version": 1, "mode": "danger-full-access"}' > .toh/policy.json`)
+	if r.code == 0 || !strings.Contains(strings.ToLower(r.stderr), "read-only file system") {
+		t.Errorf("existing policy file: exit %d, stderr %q; want a read-only file system", r.code, r.stderr)
+	}
+	if after, _ := os.ReadFile(inWs); !bytes.Equal(before, after) {
+		t.Errorf("the policy file changed: %q", after)
+	}
+}
