@@ -63,6 +63,9 @@ func FuzzLexicallyWithin(f *testing.F) {
 			t.Fatalf("LexicallyWithin(%q, %q) = %v, reference says %v", path, root, got, want)
 		}
 		clean := isCleanAbs(path)
+		if want := filepath.IsAbs(path) && filepath.Clean(path) == path; clean != want {
+			t.Fatalf("isCleanAbs(%q) = %v, filepath.Clean says %v", path, clean, want)
+		}
 		if clean != LexicallyWithin(path, path) {
 			t.Fatalf("LexicallyWithin(%q, itself) = %v, want %v (clean and absolute)", path, !clean, clean)
 		}
