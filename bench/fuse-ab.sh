@@ -7,6 +7,11 @@
 #   sudo ROUNDS=16 STATE=warm bench/fuse-ab.sh 137abad
 #   sudo WORKLOADS=rm ROUNDS=8 bench/fuse-ab.sh 2627f3d   # rm -rf of the whole tree
 #   sudo WORKLOADS="small untar" ROUNDS=6 bench/fuse-ab.sh HEAD~1   # creating files
+#   sudo WORKLOADS="small untar rm" CPU=proc bench/fuse-ab.sh lbsame  # the fence's own cost
+#
+# With "lbsame" in place of a commit, the old side is go-fuse's unfenced loopback with
+# toh-mount's options (bench/fuse/lbmount with fuse-lib.sh's lbsame_opts, as in
+# fuse.sh), so new/old is the fence's cost, measured interleaved.
 #
 # Environment:
 #   WORKLOADS find, git, rm, small, untar, xattr (default "find git"). rm: each timed run
@@ -22,6 +27,10 @@
 #             agent re-running find every few seconds sees); warm: two warm-up runs
 #             right before, so almost nothing reaches the daemon (expired)
 #   ROUNDS    timed runs per build and workload, alternating which goes first (10)
+#   CPU       how the daemon's CPU is counted: perf (perf stat -e task-clock -p, the
+#             default) or proc (utime+stime from /proc/PID/stat before and after, in
+#             10 ms ticks; attaches nothing to the daemon, whose wall time perf's
+#             per-thread counting can change)
 #   WORK      bench/fuse.sh's scratch directory, whose prepared tree this reuses
 #             (/var/tmp/toh-fusebench; run bench/fuse.sh once first)
 #
@@ -38,15 +47,24 @@ WORK=${WORK:-/var/tmp/toh-fusebench}
 
 die() { echo "$prog: $*" >&2; exit 1; }
 
-[[ $# == 1 ]] || die "usage: $prog OLD-COMMIT"
+CPU=${CPU:-perf}
+[[ $# == 1 ]] || die "usage: $prog OLD-COMMIT|lbsame"
 [[ $(id -u) == 0 ]] || die "run as root: the mounts allow other users, as toh-mount's do as root"
-command -v perf >/dev/null || die "perf is not installed (apt-get install linux-perf)"
+case $CPU in
+perf) command -v perf >/dev/null || die "perf is not installed (apt-get install linux-perf), or set CPU=proc" ;;
+proc) ;;
+*) die "CPU=$CPU: want perf or proc" ;;
+esac
 [[ -d $WORK/ws/tree/.git ]] || die "$WORK/ws/tree is missing: run bench/fuse.sh once to prepare it"
 case $STATE in expired | warm) ;; *) die "STATE=$STATE: want expired or warm" ;; esac
 for w in $WORKLOADS; do
 	case $w in find | git | rm | small | untar | xattr) ;; *) die "unknown workload $w: want find, git, rm, small, untar or xattr" ;; esac
 done
-old_rev=$(git -C "$repo" rev-parse --short "$1")
+if [[ $1 == lbsame ]]; then
+	old_rev=lbsame
+else
+	old_rev=$(git -C "$repo" rev-parse --short "$1")
+fi
 
 tmp=$(mktemp -d /var/tmp/toh-fuse-ab.XXXXXX)
 src=$WORK/ws pids=()
@@ -62,8 +80,14 @@ cleanup() {
 }
 trap cleanup EXIT
 
-git -C "$repo" worktree add -q --detach "$tmp/old-tree" "$old_rev"
-(cd "$tmp/old-tree" && go build -o "$tmp/toh-old" ./cmd/toh-mount)
+if [[ $old_rev == lbsame ]]; then
+	# shellcheck source=fuse-lib.sh
+	source "$repo/bench/fuse-lib.sh"
+	(cd "$repo" && go build -o "$tmp/lbmount" ./bench/fuse/lbmount)
+else
+	git -C "$repo" worktree add -q --detach "$tmp/old-tree" "$old_rev"
+	(cd "$tmp/old-tree" && go build -o "$tmp/toh-old" ./cmd/toh-mount)
+fi
 (cd "$repo" && go build -o "$tmp/toh-new" ./cmd/toh-mount && go build -o "$tmp/fusebench" ./bench/fuse/fusebench)
 export FUSEBENCH=$tmp/fusebench TAR=$WORK/tree.tar
 printf '{"version": 1, "mode": "workspace-write", "workspaceRoot": "%s"}\n' "$src" >"$tmp/policy.json"
@@ -71,13 +95,28 @@ printf '{"version": 1, "mode": "workspace-write", "workspaceRoot": "%s"}\n' "$sr
 declare -A pid
 for b in old new; do
 	mkdir -p "$tmp/mnt-$b"
-	"$tmp/toh-$b" --policy "$tmp/policy.json" "$src" "$tmp/mnt-$b" 2>"$tmp/$b.log" &
+	if [[ $b == old && $old_rev == lbsame ]]; then
+		"$tmp/lbmount" "${lbsame_opts[@]}" "$src" "$tmp/mnt-$b" 2>"$tmp/$b.log" &
+	else
+		"$tmp/toh-$b" --policy "$tmp/policy.json" "$src" "$tmp/mnt-$b" 2>"$tmp/$b.log" &
+	fi
 	pid[$b]=$! pids+=($!)
 done
 for b in old new; do
 	for _ in $(seq 100); do grep -qs " $tmp/mnt-$b fuse" /proc/self/mounts && break; sleep 0.05; done
 	grep -qs " $tmp/mnt-$b fuse" /proc/self/mounts || die "toh-mount ($b) did not mount: $(cat "$tmp/$b.log")"
 done
+
+# proc_ticks PID: the user and system CPU time of every thread of PID so far, in
+# clock ticks (fields 14 and 15 of /proc/PID/stat; the command name, field 2, may
+# hold spaces, so count from after its closing parenthesis).
+proc_ticks() {
+	local stat
+	stat=$(<"/proc/$1/stat")
+	stat=${stat##*) }
+	awk '{print $12 + $13}' <<<"$stat"
+}
+hz=$(getconf CLK_TCK)
 
 run() { # run WORKLOAD MOUNT [NEW]: NEW names what small and untar make, never reused
 	case $1 in
@@ -111,16 +150,23 @@ for w in $WORKLOADS; do
 				if [[ $STATE == expired ]]; then sleep 1.2; else run "$w" "$m"; fi
 			fi
 			start=$(date +%s%N)
-			perf stat -x, -e task-clock -p "${pid[$b]}" -o "$tmp/stat" -- bash -c "$(declare -f run); run $w $m ab-new-$w-$r-$b"
-			end=$(date +%s%N)
-			cpu=$(awk -F, '/task-clock/ {print $1}' "$tmp/stat")
+			if [[ $CPU == perf ]]; then
+				perf stat -x, -e task-clock -p "${pid[$b]}" -o "$tmp/stat" -- bash -c "$(declare -f run); run $w $m ab-new-$w-$r-$b"
+				end=$(date +%s%N)
+				cpu=$(awk -F, '/task-clock/ {print $1}' "$tmp/stat")
+			else
+				ticks0=$(proc_ticks "${pid[$b]}")
+				run "$w" "$m" "ab-new-$w-$r-$b"
+				end=$(date +%s%N)
+				cpu=$((($(proc_ticks "${pid[$b]}") - ticks0) * 1000 / hz))
+			fi
 			echo "$w $b $(((end - start) / 1000)) $cpu" >>"$tmp/times"
 		done
 	done
 done
 
 median() { sort -n | awk '{a[NR]=$1} END {if (NR) print a[int((NR+1)/2)]}'; }
-echo "toh-mount $old_rev (old) against the working tree (new), $STATE caches (find, git), $ROUNDS rounds, $(date -u +%Y-%m-%dT%H:%MZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "toh-mount $old_rev (old) against the working tree (new), $STATE caches (find, git), $ROUNDS rounds, daemon CPU by $CPU, $(date -u +%Y-%m-%dT%H:%MZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 echo "| workload | old wall ms | new wall ms | new/old | old daemon CPU ms | new daemon CPU ms | new/old |"
 echo "|---|--:|--:|--:|--:|--:|--:|"
