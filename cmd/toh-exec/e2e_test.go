@@ -80,8 +80,10 @@ type envelope struct {
 		Code    string `json:"code"`
 		Message string `json:"message"`
 	} `json:"error"`
-	Stdout *string `json:"stdout"`
-	Stderr *string `json:"stderr"`
+	Stdout        *string `json:"stdout"`
+	Stderr        *string `json:"stderr"`
+	StdoutOmitted int64   `json:"stdoutOmitted"`
+	StderrOmitted int64   `json:"stderrOmitted"`
 }
 
 // toh runs the binary in dir with a policy path that does not exist (the embedded

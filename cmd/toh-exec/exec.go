@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -107,6 +106,10 @@ type report struct {
 	Error  *reportError   `json:"error,omitempty"`
 	Stdout *string        `json:"stdout,omitempty"`
 	Stderr *string        `json:"stderr,omitempty"`
+	// StdoutOmitted and StderrOmitted count the bytes left out of the middle of a
+	// stream longer than captureHalf twice (see capture).
+	StdoutOmitted int64 `json:"stdoutOmitted,omitempty"`
+	StderrOmitted int64 `json:"stderrOmitted,omitempty"`
 }
 
 type reportError struct {
@@ -349,7 +352,7 @@ type output struct {
 	jsonOut        bool
 	resultFile     *os.File
 	stdout, stderr io.Writer
-	capOut, capErr bytes.Buffer
+	capOut, capErr capture
 	facts          *sandbox.Facts
 	err            error
 }
@@ -374,6 +377,61 @@ func (o *output) stdio(stdin io.Reader, sigs chan os.Signal) sandbox.Stdio {
 		return sandbox.Stdio{Stdin: stdin, Stdout: &o.capOut, Stderr: &o.capErr, Signals: sigs}
 	}
 	return sandbox.Stdio{Stdin: stdin, Stdout: o.stdout, Stderr: o.stderr, Signals: sigs}
+}
+
+// captureHalf bounds what --json keeps of each stream: its first and its last
+// captureHalf bytes. A command's output is the command's to choose, and kept whole
+// (and then escaped into JSON, six bytes for each control character) it could grow
+// toh-exec until the kernel killed it before it reported anything.
+const captureHalf = 4 << 20
+
+// capture keeps the head and the tail of a stream, and counts what lies between.
+type capture struct {
+	head    []byte
+	tail    []byte // a ring of up to captureHalf bytes once head is full
+	next    int    // where the ring's oldest byte is, once it is full
+	omitted int64  // bytes that fell out of the ring
+}
+
+func (c *capture) Write(p []byte) (int, error) {
+	n := len(p)
+	if room := captureHalf - len(c.head); room > 0 {
+		k := min(room, len(p))
+		c.head = append(c.head, p[:k]...)
+		p = p[k:]
+	}
+	for len(p) > 0 {
+		if len(c.tail) < captureHalf {
+			k := min(captureHalf-len(c.tail), len(p))
+			c.tail = append(c.tail, p[:k]...)
+			p = p[k:]
+			continue
+		}
+		if len(p) >= captureHalf {
+			// The whole ring and all of p but its last captureHalf bytes fall out:
+			// len(p) bytes in all.
+			c.omitted += int64(len(p))
+			c.tail = append(c.tail[:0], p[len(p)-captureHalf:]...)
+			c.next = 0
+			break
+		}
+		k := min(captureHalf-c.next, len(p))
+		c.omitted += int64(k)
+		copy(c.tail[c.next:], p[:k])
+		c.next = (c.next + k) % captureHalf
+		p = p[k:]
+	}
+	return n, nil
+}
+
+// String is the head, then the tail in order.
+func (c *capture) String() string {
+	var b strings.Builder
+	b.Grow(len(c.head) + len(c.tail))
+	b.Write(c.head)
+	b.Write(c.tail[c.next:])
+	b.Write(c.tail[:c.next])
+	return b.String()
 }
 
 // catchSignals catches the termination signals for the run, which forwards them to
@@ -429,6 +487,7 @@ func (o *output) emit(r report) {
 	if o.jsonOut {
 		so, se := o.capOut.String(), o.capErr.String()
 		r.Stdout, r.Stderr = &so, &se
+		r.StdoutOmitted, r.StderrOmitted = o.capOut.omitted, o.capErr.omitted
 		line, _ := json.Marshal(r)
 		o.stdout.Write(append(line, '\n'))
 	}

@@ -103,7 +103,9 @@ Options:
                        cancelled; without it and without a terminal the request is
                        unavailable
   --json               capture the command's output and print one JSON envelope
-                       {"result", "stdout", "stderr"} (or {"error"}) on stdout
+                       {"result", "stdout", "stderr"} (or {"error"}) on stdout; of a
+                       stream over 8 MiB the first and last 4 MiB are kept, and
+                       "stdoutOmitted"/"stderrOmitted" count the bytes between
   --result-fd N        write the result facts as one JSON line to file descriptor N
   --verbose            print the effective confinement on stderr before running
   --fence[=true|false] serve the run's writable roots through the fence (Linux, FUSE)
