@@ -61,6 +61,7 @@ func (b *bwrapProvider) Confine(argv []string, pol policy.Execution) (Confined, 
 		Network:            network,
 		SignalAsStatus:     true,
 		standIns:           standIns,
+		netFilter:          network == policy.NetworkDeny,
 	}, nil
 }
 

@@ -30,7 +30,10 @@ import (
 //     never reaches a provider; treating an unexpected mode as read-only fails safe.
 //   - --unshare-pid is always present: without it a confined command can write through
 //     /proc/<pid>/root of a host process.
-//   - --unshare-net is added when pol.Network is deny (SPEC §7).
+//   - --unshare-net is added when pol.Network is deny (SPEC §7). AF_VSOCK sockets
+//     belong to no network namespace; [Run] refuses them (and io_uring) with a
+//     seccomp filter on the thread that starts bwrap (startFiltered), so the argv
+//     alone does not deny the network fully.
 //   - --unshare-ipc goes beyond SPEC §4.2's profile: System V shared memory,
 //     semaphores and message queues, and POSIX message queues, belong to the IPC
 //     namespace, and in the host's a read-only command could rewrite another

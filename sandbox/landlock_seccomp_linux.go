@@ -20,6 +20,11 @@ type seccompPlan struct {
 	metadata bool
 	// net denies every socket that is not AF_UNIX (network deny).
 	net bool
+	// vsockOnly is the bwrap rung's filter for network deny instead (see
+	// startFiltered): only AF_VSOCK sockets, which no network namespace confines,
+	// and io_uring, whose SOCKET operation would bypass the filter, are refused.
+	// The other fields are ignored.
+	vsockOnly bool
 }
 
 func (s seccompPlan) any() bool { return s.metadata || s.net }
@@ -125,6 +130,15 @@ func buildSeccompFilter(a seccompArch, s seccompPlan) []unix.SockFilter {
 	// ENOSYS, not EACCES: runtimes that probe for io_uring fall back quietly.
 	for _, nr := range a.ioUring {
 		deny(nr, unix.ENOSYS)
+	}
+	if s.vsockOnly {
+		block(a.socket, []unix.SockFilter{
+			bpfStmt(bpfLoadWord, seccompDataArgsLow+8*0),
+			bpfJump(bpfJEq, unix.AF_VSOCK, 0, 1),
+			bpfStmt(bpfRet, seccompErrno(unix.EACCES)),
+			bpfStmt(bpfRet, seccompAllow),
+		})
+		return append(prog, bpfStmt(bpfRet, seccompAllow))
 	}
 	// prlimit64 changing another process's limits (pid not 0, new limit not NULL):
 	// Landlock governs none of it, and a same-uid command could set toh-exec's, or

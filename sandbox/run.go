@@ -229,6 +229,8 @@ func Run(c Confined, pol policy.Execution, dir string, env []string, stdio Stdio
 	if c.landlock != nil && c.Stage == nil {
 		f := *c.landlock
 		start = func(cmd *exec.Cmd) (child, error) { return startLandlocked(cmd, f) }
+	} else if c.netFilter {
+		start = startFiltered
 	}
 	code, sig, err := spawn(c.Argv[0], c.Argv, dir, env, stdio, tail, true, sigs, c.Stage, start)
 	if hr := (*holdRefusedError)(nil); errors.As(err, &hr) {

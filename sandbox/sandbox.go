@@ -37,7 +37,9 @@
 //	                                                 (amd64, arm64)
 //	/tmp                            private tmpfs    read-only             host /tmp writable
 //	/dev                            private --dev    only /dev/null        only /dev/null
-//	network deny                    --unshare-net    TCP rules (ABI >= 4) + non-unix sockets refused
+//	network deny                    --unshare-net +  TCP rules (ABI >= 4) + non-unix sockets refused
+//	                                vsock refused
+//	host IPC (SysV, POSIX mqueues)  own namespace    NOT governed          NOT governed
 //	protect, existing paths         read-only binds  (all read-only)       NOT governed
 //	protect, missing paths          stand-ins        (all read-only)       NOT governed
 //	protect, below a non-directory  non-dir pinned   (all read-only)       NOT governed
@@ -184,6 +186,10 @@ type Confined struct {
 	// launcher (landlock_direct_linux.go). Argv stays the launcher's, and is what runs
 	// when a Stage is set.
 	landlock *landlockFlags
+	// netFilter, when set, makes [Run] start Argv (or the Stage) from a thread with
+	// the bwrap rung's network-deny seccomp filter (bwrap_filter_linux.go): like the
+	// stand-ins, Argv alone does not carry it.
+	netFilter bool
 }
 
 // Stage is a process of the caller's that [Run] starts in place of Argv and that

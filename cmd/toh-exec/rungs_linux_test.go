@@ -488,3 +488,56 @@ func TestBwrapRunHasItsOwnIPC(t *testing.T) {
 		t.Fatalf("control: the segment is not listed unconfined (%d %q %q); the test proves nothing", r.code, r.stdout, r.stderr)
 	}
 }
+
+func init() { subprocessRoles["vsock-socket"] = vsockSocket }
+
+// vsockSocket is the test binary re-executed as a confined command: it makes an
+// AF_VSOCK socket and says whether it could.
+func vsockSocket() int {
+	fd, err := unix.Socket(unix.AF_VSOCK, unix.SOCK_STREAM, 0)
+	if err != nil {
+		fmt.Printf("vsock: %v\n", err)
+		return 0
+	}
+	unix.Close(fd)
+	fmt.Println("vsock: made")
+	return 0
+}
+
+// AF_VSOCK sockets belong to no network namespace, so on a virtual machine with a
+// vsock transport --unshare-net alone leaves the hypervisor's side reachable; the
+// bwrap rung's network deny refuses them with a seccomp filter too
+// (sandbox.startFiltered). Controls: with the network allowed the same command
+// makes one, so the host has a transport and the refusal is the filter's.
+func TestBwrapNetworkDenyRefusesVsock(t *testing.T) {
+	testutil.RequireBwrap(t)
+	if fd, err := unix.Socket(unix.AF_VSOCK, unix.SOCK_STREAM, 0); err != nil {
+		t.Skipf("no vsock transport here (%v): nothing to refuse", err)
+	} else {
+		unix.Close(fd)
+	}
+	s := newScratch(t)
+	// A copy outside /tmp, which workspace-write replaces with a tmpfs.
+	self := filepath.Join(s.beside, "vsock-helper")
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.CopyExecutable(t, exe, self)
+	allow, deny := filepath.Join(s.beside, "allow.json"), filepath.Join(s.beside, "deny.json")
+	os.WriteFile(allow, []byte(`{"version": 1, "network": "allow"}`), 0o644)
+	os.WriteFile(deny, []byte(`{"version": 1, "network": "deny"}`), 0o644)
+	env := []string{"TOH_TEST_SUBPROCESS=vsock-socket"}
+	for _, c := range []struct {
+		policy, mode, want string
+	}{
+		{deny, "read-only", "vsock: permission denied\n"},
+		{deny, "workspace-write", "vsock: permission denied\n"},
+		{allow, "read-only", "vsock: made\n"},
+	} {
+		r := toh(t, s.ws, env, "--policy", c.policy, "--runner", "bwrap", "--mode", c.mode, "--", self)
+		if r.code != 0 || r.stdout != c.want {
+			t.Errorf("%s, %s: exit %d, stdout %q, want %q (stderr %q)", filepath.Base(c.policy), c.mode, r.code, r.stdout, c.want, r.stderr)
+		}
+	}
+}
