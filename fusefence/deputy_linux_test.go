@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -1053,5 +1054,105 @@ func TestEntryPointsUncached(t *testing.T) {
 	}
 	if got := timeouts("plain"); got != "tE=60s tA=60s" {
 		t.Errorf("control: LOOKUP of a plain name answered %s, want the mount's tE=60s tA=60s", got)
+	}
+}
+
+// The xattrs of a symlink node are read from the link itself, reached by the
+// verified walk: a directory on its host path swapped for a symlink (to a
+// directory the caller cannot search) does not make the daemon read, with its
+// rights, what lies there under the same name. Control: before the swap the link's
+// own xattr reads as the link's.
+func TestXattrsOfLinkAfterSwap(t *testing.T) {
+	testutil.RequireRoot(t)
+	e := newEnvTimeout(t, policy.WorkspaceWrite, time.Minute, "dir src/d", "link src/d/L -> x", "dir private", "file private/L secret")
+	if err := os.Symlink(filepath.Join(e.base, "private"), e.s("dl")); err != nil {
+		t.Fatal(err)
+	}
+	for p, mode := range map[string]os.FileMode{e.base: 0o755, e.src: 0o755, e.s("d"): 0o755, filepath.Join(e.base, "private"): 0o700} {
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for p, v := range map[string]string{e.s("d/L"): "link", filepath.Join(e.base, "private/L"): "TOPSECRET"} {
+		if err := unix.Lsetxattr(p, "security.toh-test", []byte(v), 0); err != nil {
+			t.Skipf("security.* xattrs cannot be set here: %v", err)
+		}
+	}
+	read := func() (string, error) {
+		var got string
+		err := onNobodyThread(func() error {
+			buf := make([]byte, 64)
+			n, err := unix.Lgetxattr(e.m("d/L"), "security.toh-test", buf)
+			if err == nil {
+				got = string(buf[:n])
+			}
+			return err
+		})
+		return got, err
+	}
+	if got, err := read(); err != nil || got != "link" {
+		t.Fatalf("control: the link's xattr reads %q, %v; want link", got, err)
+	}
+	if err := unix.Renameat2(unix.AT_FDCWD, e.s("d"), unix.AT_FDCWD, e.s("dl"), unix.RENAME_EXCHANGE); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := read(); got == "TOPSECRET" {
+		t.Errorf("after the swap nobody read %q (err %v) through the link's node: the root-only file's xattr", got, err)
+	}
+	if got, err := read(); err == nil && got != "link" {
+		t.Errorf("after the swap: %q, want the link's own xattr or an error", got)
+	}
+}
+
+// The daemon lists xattrs as root, which sees trusted.* names; others see only
+// their names' absence on the host, and through the mount the same. Root sees them
+// (the control).
+func TestTrustedXattrNamesHiddenFromOthers(t *testing.T) {
+	testutil.RequireRoot(t)
+	e := newEnv(t, policy.WorkspaceWrite, "file src/f x")
+	for _, p := range []string{e.base, e.src} {
+		os.Chmod(p, 0o755)
+	}
+	os.Chmod(e.s("f"), 0o644)
+	if err := unix.Setxattr(e.s("f"), "trusted.toh-test", []byte("s"), 0); err != nil {
+		t.Skipf("trusted.* xattrs cannot be set here: %v", err)
+	}
+	if err := unix.Setxattr(e.s("f"), "user.toh-test", []byte("u"), 0); err != nil {
+		t.Skipf("user.* xattrs cannot be set here: %v", err)
+	}
+	list := func(p string) ([]string, error) {
+		buf := make([]byte, 256)
+		n, err := unix.Listxattr(p, buf)
+		if err != nil {
+			return nil, err
+		}
+		return strings.Split(strings.TrimSuffix(string(buf[:n]), "\x00"), "\x00"), nil
+	}
+	var host, mount []string
+	var sizeOnly int
+	if err := onNobodyThread(func() error {
+		var err error
+		if host, err = list(e.s("f")); err != nil {
+			return err
+		}
+		if mount, err = list(e.m("f")); err != nil {
+			return err
+		}
+		sizeOnly, err = unix.Listxattr(e.m("f"), nil)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(host, "trusted.toh-test") || !slices.Contains(host, "user.toh-test") {
+		t.Fatalf("the host lists %q to nobody; the test assumes it hides trusted.*", host)
+	}
+	if !slices.Equal(mount, host) {
+		t.Errorf("nobody lists %q through the mount, %q on the host", mount, host)
+	}
+	if want := len(strings.Join(host, "\x00")) + 1; sizeOnly != want {
+		t.Errorf("size query through the mount: %d, want %d", sizeOnly, want)
+	}
+	if got, err := list(e.m("f")); err != nil || !slices.Contains(got, "trusted.toh-test") {
+		t.Errorf("control: root lists %q, %v through the mount; want trusted.toh-test too", got, err)
 	}
 }

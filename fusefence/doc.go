@@ -199,7 +199,9 @@
 //     system also clears a non-executable set-group-ID bit for a caller outside
 //     the group). TestSetIDClearedAsOnHost compares every path with the same
 //     change of a host file, unprivileged and as root.
-//   - Device nodes are denied by mknod in every mode, danger-full-access included.
+//   - Device nodes are denied by mknod in every mode, danger-full-access included,
+//     and so is a rename with RENAME_WHITEOUT, which leaves one (0:0) in the
+//     source's place (op rename, rule device-node).
 //     FIFOs and sockets follow the policy. The mount is nodev and nosuid.
 //   - ioctls: FS_IOC_GETFLAGS and FS_IOC_FSGETXATTR (read-only inode flag queries,
 //     lsattr) pass through on files; terminal ioctls (type 'T', isatty) answer
@@ -306,7 +308,12 @@
 // TestConfusedDeputyReplaced (read, write, chmod, hard link, xattr read; each fails
 // without the check). As root a hard link is made from the checked descriptor
 // itself (linkat AT_EMPTY_PATH); an unprivileged daemon links the name checked just
-// before.
+// before. A symlink node's xattrs are read from the link itself, opened O_PATH by
+// the same verified walk (until 2026-12-01 by lgetxattr of the host path, which
+// followed a directory swapped for a link on the way and read a root-only file's
+// security.* xattrs for anyone; TestXattrsOfLinkAfterSwap). The daemon lists xattr
+// names as root, which sees trusted.* names; a caller other than root gets the
+// list without them, as the host gives it (TestTrustedXattrNamesHiddenFromOthers).
 //
 // Names are checked the same way. The kernel checks the caller's right to add or
 // remove a name against the directory's cached attributes, so every create, mkdir,

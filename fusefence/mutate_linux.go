@@ -222,10 +222,12 @@ var _ = (fs.NodeRenamer)((*node)(nil))
 
 // Rename judges both ends as carriers (RENAME_EXCHANGE moves both ways, and a
 // plain rename removes the source's name and replaces the destination), then
-// renames between the two verified parents. Flags other than RENAME_NOREPLACE and
-// RENAME_EXCHANGE (RENAME_WHITEOUT makes a device node) are refused.
+// renames between the two verified parents. RENAME_WHITEOUT, which leaves a
+// character device (0:0) in the source's place, is denied like any device node, in
+// every mode and with its record; other flags besides RENAME_NOREPLACE and
+// RENAME_EXCHANGE are invalid.
 func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
-	if flags&^(unix.RENAME_NOREPLACE|unix.RENAME_EXCHANGE) != 0 {
+	if flags&^(unix.RENAME_NOREPLACE|unix.RENAME_EXCHANGE|unix.RENAME_WHITEOUT) != 0 {
 		return syscall.EINVAL
 	}
 	np, ok := newParent.(*node)
@@ -234,6 +236,10 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	}
 	s := n.f.acquire()
 	defer s.release()
+	if flags&unix.RENAME_WHITEOUT != 0 {
+		rel := childRel(n.rel(), name)
+		return n.f.deny(ctx, s, "rename", rel, n.f.canonical(rel, formEntry), RuleDeviceNode)
+	}
 	g1, errno := n.f.judgeEntry(ctx, s, "rename", n, childRel(n.rel(), name), reachCarrier)
 	if errno != 0 {
 		return errno

@@ -1,6 +1,7 @@
 package fusefence
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -968,7 +969,12 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 	var sz int
 	var err error
 	if n.isSymlink() {
-		sz, err = unix.Lgetxattr(n.f.host(n.rel()), attr, dest)
+		fd, errno := n.pathLink(ctx, "getxattr")
+		if errno != 0 {
+			return 0, errno
+		}
+		sz, err = getxattrFd(fd, attr, dest)
+		unix.Close(fd)
 	} else if fd, errno := n.pathNode(ctx, "getxattr"); errno != 0 {
 		return 0, errno
 	} else {
@@ -986,6 +992,40 @@ func (n *node) pathNode(ctx context.Context, op string) (int, syscall.Errno) {
 	fd, gen, errno := n.f.openPath(n.parentNode(), rel, &st)
 	if errno != 0 {
 		return -1, errno
+	}
+	if !n.isNode(&st, gen) {
+		unix.Close(fd)
+		return -1, n.stale()
+	}
+	if errno := n.f.reachable(ctx, nil, op, fd, rel); errno != 0 {
+		unix.Close(fd)
+		return -1, errno
+	}
+	return fd, 0
+}
+
+// pathLink opens the symlink n stands for (one the mirror shows as a link) as an
+// O_PATH descriptor of the link itself, reached by the verified walk to its parent
+// like every other entry, and only the inode n stands for: read through
+// /proc/self/fd, its xattrs are the link's. (lgetxattr(2) of the host path would
+// follow a symlink swapped into the path's directories, and read, with the daemon's
+// rights, a link the caller could not reach.)
+func (n *node) pathLink(ctx context.Context, op string) (int, syscall.Errno) {
+	rel := n.rel()
+	p, errno := n.f.hostParentIn(n.parentNode(), rel)
+	if errno != 0 {
+		return -1, errno
+	}
+	fd, err := p.open(unix.O_PATH | unix.O_CLOEXEC)
+	p.close()
+	if err != nil {
+		return -1, toErrno(err)
+	}
+	var st unix.Stat_t
+	gen, err := statxFd(fd, &st)
+	if err != nil {
+		unix.Close(fd)
+		return -1, toErrno(err)
 	}
 	if !n.isNode(&st, gen) {
 		unix.Close(fd)
@@ -1105,17 +1145,72 @@ func (f *fence) reachableAt(ctx context.Context, s *snapshot, op, rel, at string
 var _ = (fs.NodeListxattrer)((*node)(nil))
 
 func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
-	var sz int
-	var err error
+	open := n.pathNode
 	if n.isSymlink() {
-		sz, err = unix.Llistxattr(n.f.host(n.rel()), dest)
-	} else if fd, errno := n.pathNode(ctx, "listxattr"); errno != 0 {
-		return 0, errno
-	} else {
-		sz, err = unix.Listxattr(procFd(fd), dest)
-		unix.Close(fd)
+		open = n.pathLink
 	}
-	return uint32(max(sz, 0)), toErrno(err)
+	fd, errno := open(ctx, "listxattr")
+	if errno != 0 {
+		return 0, errno
+	}
+	defer unix.Close(fd)
+	if c, ok := fuse.FromContext(ctx); ok && c.Uid == 0 {
+		sz, err := unix.Listxattr(procFd(fd), dest)
+		return uint32(max(sz, 0)), toErrno(err)
+	}
+	list, err := listxattrAll(procFd(fd))
+	if err != nil {
+		return 0, toErrno(err)
+	}
+	list = withoutTrusted(list)
+	if len(dest) == 0 {
+		return uint32(len(list)), 0
+	}
+	if len(list) > len(dest) {
+		return 0, syscall.ERANGE
+	}
+	return uint32(copy(dest, list)), 0
+}
+
+// listxattrAll reads the whole list of xattr names of path.
+func listxattrAll(path string) ([]byte, error) {
+	for {
+		sz, err := unix.Listxattr(path, nil)
+		if err != nil || sz == 0 {
+			return nil, err
+		}
+		buf := make([]byte, sz)
+		n, err := unix.Listxattr(path, buf)
+		if err == unix.ERANGE {
+			continue // the list grew in between
+		}
+		if err != nil {
+			return nil, err
+		}
+		return buf[:n], nil
+	}
+}
+
+// withoutTrusted drops the "trusted." names from a list of NUL-terminated xattr
+// names. The daemon lists them as root, and a local file system shows them only to
+// callers with CAP_SYS_ADMIN; the kernel refuses reading their values to others,
+// but not seeing their names, which the mount would otherwise show every caller.
+// A caller other than root is taken to lack the capability (a no where the host
+// might say yes).
+func withoutTrusted(list []byte) []byte {
+	out := list[:0]
+	for len(list) > 0 {
+		i := bytes.IndexByte(list, 0)
+		if i < 0 {
+			i = len(list) - 1
+		}
+		name := list[:i+1]
+		list = list[i+1:]
+		if !bytes.HasPrefix(name, []byte("trusted.")) {
+			out = append(out, name...)
+		}
+	}
+	return out
 }
 
 var _ = (fs.NodeStatfser)((*node)(nil))

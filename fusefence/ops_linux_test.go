@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/toh-sandbox/toh/internal/testutil"
 	"github.com/toh-sandbox/toh/policy"
 )
 
@@ -181,5 +182,28 @@ func TestSetattrWithoutEmptyPath(t *testing.T) {
 		if got := emptyPathChmod.Load() && emptyPathUtimes.Load(); got != fast {
 			t.Errorf("%s: AT_EMPTY_PATH in use %v after the calls, want %v", name, got, fast)
 		}
+	}
+}
+
+// RENAME_WHITEOUT leaves a character device (0:0) where the source was: it is
+// denied like mknod of a device, in every mode, with its record; the source stays.
+// Control: the same rename without the flag is allowed and recorded nowhere.
+func TestRenameWhiteoutDenied(t *testing.T) {
+	testutil.RequireRoot(t) // a whiteout needs CAP_MKNOD; for others the kernel refuses first
+	for _, mode := range []policy.Mode{policy.WorkspaceWrite, policy.DangerFullAccess} {
+		e := newEnv(t, mode, "file src/a x")
+		e.records()
+		err := unix.Renameat2(unix.AT_FDCWD, e.m("a"), unix.AT_FDCWD, e.m("b"), unix.RENAME_WHITEOUT)
+		e.expectDenial(string(mode)+": rename whiteout", err, "rename", RuleDeviceNode, "a")
+		if err := want(e.s("a"), unix.S_IFREG|0o644, "x"); err != nil {
+			t.Errorf("%s: %v", mode, err)
+		}
+		if _, err := os.Lstat(e.s("b")); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: b exists after a denied rename: %v", mode, err)
+		}
+		if err := unix.Renameat2(unix.AT_FDCWD, e.m("a"), unix.AT_FDCWD, e.m("b"), 0); err != nil {
+			t.Fatalf("%s: control rename: %v", mode, err)
+		}
+		e.noRecords(string(mode) + ": control rename")
 	}
 }

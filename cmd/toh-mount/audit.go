@@ -67,8 +67,11 @@ func runAudit(args []string, stdout, stderr io.Writer) int {
 		if mode == "" {
 			mode = "policy invalid"
 		}
+		// Both paths are quoted: they are names a caller chose, and printed raw a
+		// newline in one could forge a second record, an escape sequence rewrite the
+		// terminal.
 		_, err := fmt.Fprintf(stdout, "%s pid %d uid %d %s %s: %s (%s, %s)\n",
-			r.Time.Format(time.RFC3339Nano), r.PID, r.UID, r.Op, strconv.Quote(r.Path), r.HostPath, r.Rule, mode)
+			r.Time.Format(time.RFC3339Nano), r.PID, r.UID, r.Op, strconv.Quote(r.Path), strconv.Quote(r.HostPath), r.Rule, mode)
 		return err
 	})
 	if err != nil {

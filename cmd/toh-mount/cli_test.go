@@ -58,6 +58,8 @@ func TestAuditQuery(t *testing.T) {
 		{Op: "create", Path: "a", HostPath: "/w/a", Mode: "read-only", Rule: fusefence.RuleReadOnly},
 		{Op: "open", Path: ".git/config", HostPath: "/w/.git/config", Mode: "workspace-write", Rule: fusefence.RuleProtected},
 		{Op: "create", Path: "out/x", HostPath: "/etc/x", Mode: "workspace-write", Rule: fusefence.RuleOutside},
+		// A name that, printed raw, would forge a second record and move the cursor.
+		{Op: "create", Path: "out/y\n2025 pid 1 uid 0 unlink", HostPath: "/etc/y\n2025 pid 1 uid 0 unlink \"ws/README\": /w/README\x1b[2K", Mode: "workspace-write", Rule: fusefence.RuleOutside},
 	} {
 		ev.Time, ev.PID, ev.UID = t0.Add(time.Duration(i)*time.Hour), uint32(100+i), 1000
 		a.Log(ev)
@@ -67,8 +69,9 @@ func TestAuditQuery(t *testing.T) {
 	}
 
 	code, out, errOut := runCLI("audit", path, "--op", "create")
-	if code != 0 || strings.Count(out, "\n") != 2 || !strings.Contains(out, `create "out/x": /etc/x (outside-writable-roots, workspace-write)`) {
-		t.Errorf("--op create: exit %d, stdout:\n%s\nstderr %q", code, out, errOut)
+	if code != 0 || strings.Count(out, "\n") != 3 || !strings.Contains(out, `create "out/x": "/etc/x" (outside-writable-roots, workspace-write)`) ||
+		strings.Contains(out, "\x1b") || strings.Contains(out, "unlink \"ws") {
+		t.Errorf("--op create: exit %d, stdout:\n%q\nstderr %q", code, out, errOut)
 	}
 	code, out, _ = runCLI("audit", "--rule", "protected", path)
 	if code != 0 || strings.Count(out, "\n") != 1 || !strings.Contains(out, ".git/config") {
@@ -84,7 +87,7 @@ func TestAuditQuery(t *testing.T) {
 		}
 		got = append(got, ev)
 	}
-	if code != 0 || len(got) != 2 || got[0].Path != ".git/config" || got[1].PID != 102 {
+	if code != 0 || len(got) != 3 || got[0].Path != ".git/config" || got[1].PID != 102 {
 		t.Errorf("--since --json: exit %d, records %+v", code, got)
 	}
 	if code, _, errOut := runCLI("audit", filepath.Join(t.TempDir(), "missing")); code != exitFailure || errOut == "" {
