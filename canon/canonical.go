@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -175,10 +174,11 @@ func (w *walker) step(comp string) error {
 			// resolved is canonical, so its lexical parent is its physical one.
 			w.resolved = filepath.Dir(w.resolved)
 			if w.tracking {
-				// Every component of the parent was looked up outside avoidDev, so
-				// this lstat looks up nothing inside it.
+				// Every component of the parent was looked up outside avoidDev, and
+				// this lookup follows no symlink on the way (see lstat), so it looks
+				// up nothing inside it.
 				var st unix.Stat_t
-				if err := unix.Lstat(w.ms.host(w.resolved), &st); err != nil {
+				if err := w.lstat(w.ms.host(w.resolved), &st); err != nil {
 					return err
 				}
 				w.dev = uint64(st.Dev)
@@ -202,7 +202,8 @@ func (w *walker) step(comp string) error {
 		return errAvoided
 	}
 	next := filepath.Join(w.resolved, comp)
-	fi, err := os.Lstat(w.ms.host(next))
+	var st unix.Stat_t
+	err := w.lstat(w.ms.host(next), &st)
 	switch {
 	case errors.Is(err, unix.ENOENT):
 		w.missing = append(w.missing, comp)
@@ -213,11 +214,9 @@ func (w *walker) step(comp string) error {
 		return nil
 	case err != nil:
 		return err
-	case fi.Mode()&fs.ModeSymlink == 0:
-		w.resolved, w.isDir = next, fi.IsDir()
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			w.dev = uint64(st.Dev)
-		}
+	case st.Mode&unix.S_IFMT != unix.S_IFLNK:
+		w.resolved, w.isDir = next, st.Mode&unix.S_IFMT == unix.S_IFDIR
+		w.dev = uint64(st.Dev)
 		return nil
 	}
 
@@ -225,7 +224,7 @@ func (w *walker) step(comp string) error {
 	if w.links > maxSymlinks {
 		return unix.ELOOP
 	}
-	target, err := os.Readlink(w.ms.host(next))
+	target, err := w.readlink(w.ms.host(next))
 	if err != nil {
 		return err
 	}
@@ -241,4 +240,56 @@ func (w *walker) step(comp string) error {
 		}
 	}
 	return nil
+}
+
+// lstat is lstat(2) of p, the host spelling of a canonical path plus one name. While
+// tracking (a daemon that must never look a name up in its own mount) it follows no
+// symlink at all on the way: every component before the last was a directory when
+// the walk reached it, and one replaced since by a symlink (a racer swapping a
+// directory for a link into the mount, renameat2 RENAME_EXCHANGE) fails the lookup
+// with ELOOP instead of taking it into the mount. There, the kernel may hold the
+// directory lock the request being served is waiting under, and the lookup would
+// wait for the very thread that makes it: the mount would hang for good (found by
+// review; TestWalkRefusesSwappedComponent). Without openat2 (Linux before 5.6) the
+// plain lstat remains.
+func (w *walker) lstat(p string, st *unix.Stat_t) error {
+	if testHookLookup != nil {
+		testHookLookup(p)
+	}
+	if !w.tracking {
+		return unix.Lstat(p, st)
+	}
+	fd, err := openNoSymlinks(p)
+	if err == unix.ENOSYS {
+		return unix.Lstat(p, st)
+	}
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return unix.Fstat(fd, st)
+}
+
+// testHookLookup, when set (by tests only), runs before each lstat of a walk.
+var testHookLookup func(p string)
+
+// readlink is readlink(2) of p, following nothing on the way while tracking (see
+// lstat).
+func (w *walker) readlink(p string) (string, error) {
+	if !w.tracking {
+		return os.Readlink(p)
+	}
+	fd, err := openNoSymlinks(p)
+	if err == unix.ENOSYS {
+		return os.Readlink(p)
+	}
+	if err != nil {
+		return "", err
+	}
+	defer unix.Close(fd)
+	target, err := readlinkFd(fd)
+	if err != nil {
+		return "", &fs.PathError{Op: "readlink", Path: p, Err: err}
+	}
+	return target, nil
 }

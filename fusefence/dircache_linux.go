@@ -180,7 +180,7 @@ func (n *node) holdsDir(p hostParentDir) syscall.Errno {
 	if p.fd >= 0 {
 		gen, err = statxFd(p.fd, &st)
 	} else {
-		gen, err = statx(p.path, 0, &st)
+		gen, err = statxNoLinks(p.path, false, &st)
 	}
 	if err != nil {
 		return toErrno(err)

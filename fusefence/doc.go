@@ -58,10 +58,17 @@
 // turned link would recurse, the daemon opening its own node, which opens through
 // the same link, one blocked thread per round (6,000 threads before the kernel's
 // ELOOP, measured). For the same reason Mount refuses a MOUNTPOINT inside SOURCE
-// or containing it, and a policy file or audit log inside MOUNTPOINT. Left open:
-// a component of a canonical path replaced by such a link between its
-// canonicalization and the call that walks it takes the call one level into the
-// mount, where the next request is checked again.
+// or containing it, and a policy file or audit log inside MOUNTPOINT. A component
+// of a canonical path replaced by such a link between its canonicalization and the
+// call that walks it (a racer on the host, renameat2 RENAME_EXCHANGE) is never
+// followed: the walk itself (canon) and every later lookup of a canonical path
+// (statxNoLinks, openNoLinks, the reachability check's directories) follow no
+// symlink on the way, and fail with ELOOP instead. Until 2026-12-01 such a lookup
+// was a plain lstat/stat by path, and a review showed it entering the mount in the
+// directory the kernel held locked for the request being served: the request and
+// the lookup waited on each other, and the directory hung until the connection was
+// aborted (a CREATE hung within 2.5 s of racing; 3 runs of 30 s race without a hang
+// since). Where openat2 is missing (Linux before 5.6) the plain calls remain.
 //
 // The policy's own paths are resolved inside requests too (a changed policy file,
 // the protected set's refresh), and they may lead into the mount: a workspace root

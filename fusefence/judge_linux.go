@@ -93,7 +93,7 @@ func (f *fence) judge(ctx context.Context, s *snapshot, op, rel string, fm form,
 		if parentSt == nil {
 			parentSt = new(unix.Stat_t)
 			var err error
-			if parentGen, err = statx(path.Dir(target), 0, parentSt); err != nil {
+			if parentGen, err = statxNoLinks(path.Dir(target), false, parentSt); err != nil {
 				return nil, toErrno(err)
 			}
 		}

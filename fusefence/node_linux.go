@@ -366,7 +366,7 @@ func (f *fence) showIn(dir *node, rel string) (sh shown, errno syscall.Errno) {
 			return sh, errno
 		} else {
 			sh.ownerOnly, sh.linkUID, sh.link = f.ownerOnly(p, &sh.st), sh.st.Uid, sh.at
-			if sh.gen, err = statx(target, 0, &sh.st); err != nil {
+			if sh.gen, err = f.statCanonical(target, &sh.st); err != nil {
 				return sh, syscall.ENOENT
 			}
 			sh.at, sh.away, sh.followed = target, true, true
@@ -443,7 +443,7 @@ func (p hostParentDir) statx(st *unix.Stat_t) (uint64, error) {
 	if p.fd >= 0 {
 		return statxAt(p.fd, p.base, unix.AT_SYMLINK_NOFOLLOW, st)
 	}
-	return statx(p.join(), unix.AT_SYMLINK_NOFOLLOW, st)
+	return statxNoLinks(p.join(), true, st)
 }
 
 // readlink reads the name, a symlink.
@@ -545,7 +545,53 @@ func (f *fence) statFollow(dir *node, rel string, st *unix.Stat_t) syscall.Errno
 	if errno != 0 {
 		return errno
 	}
-	return toErrno(unix.Stat(target, st))
+	_, err := f.statCanonical(target, st)
+	return toErrno(err)
+}
+
+// statCanonical is stat(2) of target, a canonical path, following no symlink at all
+// (see openNoLinks).
+func (f *fence) statCanonical(target string, st *unix.Stat_t) (uint64, error) {
+	return statxNoLinks(target, false, st)
+}
+
+// openNoLinks opens the canonical path p as O_PATH following no symlink on the way,
+// and none in its last component either unless nofollow, which opens such a link
+// itself. A directory on p swapped for a link since p was canonicalized, by a racer
+// on the host, fails with ELOOP instead of being followed: followed into this very
+// mount, the lookup could wait for a directory lock the kernel holds for the request
+// being served, which waits for the thread making the lookup, and the mount would
+// hang for good (found by review; the same holds for canon's walk, see
+// canon.CanonicalAvoiding). Without openat2 (Linux before 5.6) it is ENOSYS.
+func openNoLinks(p string, nofollow bool) (int, error) {
+	how := unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS}
+	if nofollow {
+		how.Flags |= unix.O_NOFOLLOW
+	}
+	for i := 0; ; i++ {
+		fd, err := unix.Openat2(unix.AT_FDCWD, p, &how)
+		if (err != unix.EINTR && err != unix.EAGAIN) || i == 16 {
+			return fd, err
+		}
+	}
+}
+
+// statxNoLinks is statx(2) of the canonical path p by openNoLinks, or the plain
+// statx by path where openat2 is missing.
+func statxNoLinks(p string, nofollow bool, st *unix.Stat_t) (uint64, error) {
+	fd, err := openNoLinks(p, nofollow)
+	if err == unix.ENOSYS {
+		flags := 0
+		if nofollow {
+			flags = unix.AT_SYMLINK_NOFOLLOW
+		}
+		return statx(p, flags, st)
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Close(fd)
+	return statxFd(fd, st)
 }
 
 // readTarget is the host path a path-based read of rel (stat, xattrs, statfs)
@@ -626,7 +672,7 @@ func (f *fence) linkText(p hostParentDir, rel string, st *unix.Stat_t) (string, 
 		return "", false
 	}
 	var tst unix.Stat_t
-	if unix.Stat(target, &tst) != nil {
+	if _, err := f.statCanonical(target, &tst); err != nil {
 		return "", false
 	}
 	to := relTo(target, f.source)
@@ -719,7 +765,7 @@ func (n *node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 			if errno != 0 {
 				return errno
 			}
-			if gen, err = statx(target, 0, &st); err != nil {
+			if gen, err = n.f.statCanonical(target, &st); err != nil {
 				return toErrno(err)
 			}
 			at, away = target, true

@@ -91,7 +91,14 @@ func resolveProtected(x policy.Execution, prev *protSet, now time.Time, bound ti
 // records one, else now (the first time the fence saw it).
 func birth(path string, now time.Time) time.Time {
 	var x unix.Statx_t
-	if err := unix.Statx(unix.AT_FDCWD, path, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BTIME, &x); err != nil || x.Mask&unix.STATX_BTIME == 0 {
+	fd, err := openNoLinks(path, true) // see openNoLinks: never a lookup into the mount
+	if err == unix.ENOSYS {
+		err = unix.Statx(unix.AT_FDCWD, path, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BTIME, &x)
+	} else if err == nil {
+		err = unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_BTIME, &x)
+		unix.Close(fd)
+	}
+	if err != nil || x.Mask&unix.STATX_BTIME == 0 {
 		return now
 	}
 	b := time.Unix(x.Btime.Sec, int64(x.Btime.Nsec))

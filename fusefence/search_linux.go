@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/toh-sandbox/toh/canon"
 )
 
 // searcher is a caller of the mount whose right to search host directories the
@@ -117,15 +119,24 @@ const (
 // malformed is a no. With the supplementary groups unknown, a group entry the
 // caller might match decides only where it agrees with what follows it: granting
 // needs the others' grant too, and denying stands.
+//
+// dir is opened following no symlink on the way, and judged by that descriptor: a
+// directory on it swapped for a link since it was canonicalized (one into this very
+// mount, where a lookup could wait for the thread making it) is a no.
 func (w *searcher) canSearch(dir string) bool {
+	fd, err := openDirNoLinks(dir)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
 	var st unix.Stat_t
-	if unix.Lstat(dir, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		return false
 	}
 	if st.Uid == w.uid {
 		return st.Mode&0o100 != 0
 	}
-	acl, ok := readACL(dir)
+	acl, ok := readACL(procFd(fd))
 	if !ok {
 		return false
 	}
@@ -192,17 +203,28 @@ type aclEntry struct {
 
 // readACL reads the access ACL of path: nil and true when it has none, false when
 // it cannot be read or parsed.
+// openDirNoLinks opens the canonical directory dir as O_PATH, following no symlink.
+func openDirNoLinks(dir string) (int, error) {
+	root, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	defer unix.Close(root)
+	return canon.OpenBeneath(root, dir, unix.O_PATH|unix.O_DIRECTORY, 0)
+}
+
+// readACL reads the access ACL of path, followed (a /proc/self/fd link).
 func readACL(path string) ([]aclEntry, bool) {
 	buf := make([]byte, 4+16*aclEntryLen)
 	for {
-		n, err := unix.Lgetxattr(path, "system.posix_acl_access", buf)
+		n, err := unix.Getxattr(path, "system.posix_acl_access", buf)
 		switch err {
 		case nil:
 			return parseACL(buf[:n])
 		case unix.ENODATA, unix.EOPNOTSUPP:
 			return nil, true
 		case unix.ERANGE:
-			size, err := unix.Lgetxattr(path, "system.posix_acl_access", nil)
+			size, err := unix.Getxattr(path, "system.posix_acl_access", nil)
 			if err != nil || size <= len(buf) || size > 1<<16 {
 				return nil, false
 			}
