@@ -125,6 +125,26 @@
 // Processes a command leaves in the background die with bwrap's PID namespace; under
 // Landlock they live on, confined, and the run ends [PipeGrace] after the command
 // exited even while they hold its stderr, closing that pipe on them.
+//
+// Open, found by review (2026-12-01) and not closed here, each beyond SPEC §1's file
+// effects:
+//
+//   - Under Landlock, such a leftover process keeps the stdin it was given: when
+//     that is the user's terminal, it can read what the user types after toh-exec
+//     returned (the terminal is not its controlling one, so no SIGTTIN stops it).
+//     Closing it would need the leftovers ended (a cgroup, or a PID namespace the
+//     rung cannot have) or stdin relayed through a pipe, which takes the terminal
+//     away from interactive commands.
+//   - Kernel keyrings: under Landlock (any user), and under bwrap run by root (no
+//     user namespace), a command can read, update and revoke the caller's keys.
+//     A seccomp rule could refuse keyctl(2), add_key(2) and request_key(2), at the
+//     cost of every command that reads credentials from a keyring.
+//   - SPEC §4.3's bwrap rule makes any stderr line containing "bwrap: " a runner
+//     failure: a command that prints one and exits non-zero is reported as never
+//     having run (SANDBOX_UNAVAILABLE), though it ran. bwrap's own status output
+//     (--json-status-fd) reports the child's pid before its set-up can still fail,
+//     so it does not tell the two apart either; the Landlock rung's 125-and-prefix
+//     rule does not have this weakness.
 package sandbox
 
 import (
