@@ -32,9 +32,8 @@ import (
 // a filter without it): a seccomp filter requires one or the other. A setuid bwrap
 // then runs without its privileges, and where it needs them (no unprivileged user
 // namespaces) fails, as a runner failure: the run does not happen. The thread is
-// never unlocked, so the runtime retires it instead of running other goroutines on
-// a filtered thread; on the main thread, which the runtime cannot retire, it starts
-// over on another.
+// onOwnThread's, so the runtime retires it instead of running other goroutines on
+// a filtered thread.
 func startFiltered(cmd *exec.Cmd) (child, error) {
 	if !landlockSeccompArch.supported() {
 		return nil, fmt.Errorf("network deny under bwrap needs a seccomp filter, which this architecture (%s) lacks", runtime.GOARCH)
@@ -45,13 +44,7 @@ func startFiltered(cmd *exec.Cmd) (child, error) {
 	}
 	done := make(chan started, 1)
 	reaped := make(chan struct{})
-	var run func()
-	run = func() {
-		runtime.LockOSThread()
-		if unix.Gettid() == unix.Getpid() {
-			go run()
-			return
-		}
+	onOwnThread(func() {
 		if os.Geteuid() != 0 {
 			if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 				done <- started{err: fmt.Errorf("setting no_new_privs for the network filter: %w", err)}
@@ -67,8 +60,7 @@ func startFiltered(cmd *exec.Cmd) (child, error) {
 		if err == nil {
 			<-reaped
 		}
-	}
-	go run()
+	})
 	r := <-done
 	if r.err != nil {
 		return nil, r.err

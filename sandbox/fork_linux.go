@@ -116,3 +116,21 @@ func (c *forkedChild) wait() (code, sig int, err error) {
 	}
 	return ws.ExitStatus(), 0, nil
 }
+
+// onOwnThread runs fn, without waiting for it, on an OS thread that is locked to it
+// for good, so that the runtime retires the thread when fn returns instead of
+// running other goroutines on whatever fn changed about it for good (a Landlock
+// domain, a seccomp filter, no_new_privs). It is never the main thread, which the
+// runtime cannot retire: that would be parked, changed, for the rest of the process.
+func onOwnThread(fn func()) {
+	var run func()
+	run = func() {
+		runtime.LockOSThread() // never unlocked
+		if unix.Gettid() == unix.Getpid() {
+			go run()
+			return
+		}
+		fn()
+	}
+	go run()
+}

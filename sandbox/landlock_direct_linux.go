@@ -104,7 +104,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -161,23 +160,11 @@ func startLandlockedThread(cmd *exec.Cmd, f landlockFlags) (child, error) {
 		return nil, landlockDirectFail(fmt.Errorf("making toh-exec non-dumpable: %w", err))
 	}
 	done := make(chan restrictedStart, 1)
-	var run func()
-	run = func() {
-		// Never unlocked: the runtime retires this thread when the goroutine returns,
-		// instead of running other goroutines on a restricted thread.
-		runtime.LockOSThread()
-		if unix.Gettid() == unix.Getpid() {
-			// The main thread: the runtime cannot end it and parks it for good
-			// instead, and kill(2) of this process is checked against its
-			// credentials, so the command, in the same domain, could signal
-			// toh-exec through it whatever Landlock's signal scope says. Leave it
-			// unrestricted (parked once this returns) and go on elsewhere.
-			go run()
-			return
-		}
-		done <- startOnRestrictedThread(cmd, f, plan)
-	}
-	go run()
+	// Not on the main thread (onOwnThread): besides being parked for good, it is the
+	// thread whose credentials kill(2) of this process is checked against, so the
+	// command, in the same domain, could signal toh-exec through it whatever
+	// Landlock's signal scope says.
+	onOwnThread(func() { done <- startOnRestrictedThread(cmd, f, plan) })
 	r := <-done
 	if r.err != nil || !r.held {
 		return r.proc, r.err
