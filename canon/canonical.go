@@ -259,7 +259,7 @@ func (w *walker) lstat(p string, st *unix.Stat_t) error {
 	if !w.tracking {
 		return unix.Lstat(p, st)
 	}
-	fd, err := openNoSymlinks(p)
+	fd, err := OpenNoSymlinks(p, true)
 	if err == unix.ENOSYS {
 		return unix.Lstat(p, st)
 	}
@@ -279,7 +279,7 @@ func (w *walker) readlink(p string) (string, error) {
 	if !w.tracking {
 		return os.Readlink(p)
 	}
-	fd, err := openNoSymlinks(p)
+	fd, err := OpenNoSymlinks(p, true)
 	if err == unix.ENOSYS {
 		return os.Readlink(p)
 	}

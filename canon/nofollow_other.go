@@ -4,7 +4,7 @@ package canon
 
 import "golang.org/x/sys/unix"
 
-// openNoSymlinks has no openat2 to use here: the walk keeps plain lstat calls.
-func openNoSymlinks(string) (int, error) { return -1, unix.ENOSYS }
+// OpenNoSymlinks has no openat2 to use here (see the Linux version).
+func OpenNoSymlinks(string, bool) (int, error) { return -1, unix.ENOSYS }
 
 func readlinkFd(int) (string, error) { return "", unix.ENOSYS }

@@ -550,36 +550,20 @@ func (f *fence) statFollow(dir *node, rel string, st *unix.Stat_t) syscall.Errno
 }
 
 // statCanonical is stat(2) of target, a canonical path, following no symlink at all
-// (see openNoLinks).
+// (see statxNoLinks).
 func (f *fence) statCanonical(target string, st *unix.Stat_t) (uint64, error) {
 	return statxNoLinks(target, false, st)
 }
 
-// openNoLinks opens the canonical path p as O_PATH following no symlink on the way,
-// and none in its last component either unless nofollow, which opens such a link
-// itself. A directory on p swapped for a link since p was canonicalized, by a racer
-// on the host, fails with ELOOP instead of being followed: followed into this very
-// mount, the lookup could wait for a directory lock the kernel holds for the request
-// being served, which waits for the thread making the lookup, and the mount would
-// hang for good (found by review; the same holds for canon's walk, see
-// canon.CanonicalAvoiding). Without openat2 (Linux before 5.6) it is ENOSYS.
-func openNoLinks(p string, nofollow bool) (int, error) {
-	how := unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS}
-	if nofollow {
-		how.Flags |= unix.O_NOFOLLOW
-	}
-	for i := 0; ; i++ {
-		fd, err := unix.Openat2(unix.AT_FDCWD, p, &how)
-		if (err != unix.EINTR && err != unix.EAGAIN) || i == 16 {
-			return fd, err
-		}
-	}
-}
-
-// statxNoLinks is statx(2) of the canonical path p by openNoLinks, or the plain
-// statx by path where openat2 is missing.
+// statxNoLinks is statx(2) of the canonical path p, opened by canon.OpenNoSymlinks,
+// or the plain statx by path where openat2 is missing. A directory on p swapped for
+// a link since p was canonicalized, by a racer on the host, fails with ELOOP instead
+// of being followed: followed into this very mount, the lookup could wait for a
+// directory lock the kernel holds for the request being served, which waits for the
+// thread making the lookup, and the mount would hang for good (found by review; see
+// canon.CanonicalAvoiding).
 func statxNoLinks(p string, nofollow bool, st *unix.Stat_t) (uint64, error) {
-	fd, err := openNoLinks(p, nofollow)
+	fd, err := canon.OpenNoSymlinks(p, nofollow)
 	if err == unix.ENOSYS {
 		flags := 0
 		if nofollow {
@@ -1039,7 +1023,14 @@ func (n *node) pathNode(ctx context.Context, op string) (int, syscall.Errno) {
 	if errno != 0 {
 		return -1, errno
 	}
-	if !n.isNode(&st, gen) {
+	return n.checked(ctx, op, rel, fd, &st, gen)
+}
+
+// checked returns fd, opened at the mount-relative rel and stat'ed into st and gen,
+// only when it is the inode n stands for and the caller of ctx may reach it (see
+// reachable); otherwise it closes fd.
+func (n *node) checked(ctx context.Context, op, rel string, fd int, st *unix.Stat_t, gen uint64) (int, syscall.Errno) {
+	if !n.isNode(st, gen) {
 		unix.Close(fd)
 		return -1, n.stale()
 	}
@@ -1073,15 +1064,7 @@ func (n *node) pathLink(ctx context.Context, op string) (int, syscall.Errno) {
 		unix.Close(fd)
 		return -1, toErrno(err)
 	}
-	if !n.isNode(&st, gen) {
-		unix.Close(fd)
-		return -1, n.stale()
-	}
-	if errno := n.f.reachable(ctx, nil, op, fd, rel); errno != 0 {
-		unix.Close(fd)
-		return -1, errno
-	}
-	return fd, 0
+	return n.checked(ctx, op, rel, fd, &st, gen)
 }
 
 // reachable checks that fd, opened at the mount-relative rel for the caller of

@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/toh-sandbox/toh/canon"
 	"github.com/toh-sandbox/toh/policy"
 )
 
@@ -91,7 +92,7 @@ func resolveProtected(x policy.Execution, prev *protSet, now time.Time, bound ti
 // records one, else now (the first time the fence saw it).
 func birth(path string, now time.Time) time.Time {
 	var x unix.Statx_t
-	fd, err := openNoLinks(path, true) // see openNoLinks: never a lookup into the mount
+	fd, err := canon.OpenNoSymlinks(path, true) // see statxNoLinks: never a lookup into the mount
 	if err == unix.ENOSYS {
 		err = unix.Statx(unix.AT_FDCWD, path, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BTIME, &x)
 	} else if err == nil {

@@ -203,14 +203,14 @@ type aclEntry struct {
 
 // readACL reads the access ACL of path: nil and true when it has none, false when
 // it cannot be read or parsed.
-// openDirNoLinks opens the canonical directory dir as O_PATH, following no symlink.
+// openDirNoLinks opens the canonical directory dir as O_PATH, following no symlink
+// (see statxNoLinks), or by path where openat2 is missing.
 func openDirNoLinks(dir string) (int, error) {
-	root, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return -1, err
+	fd, err := canon.OpenNoSymlinks(dir, false)
+	if err == unix.ENOSYS {
+		return unix.Open(dir, unix.O_PATH|unix.O_CLOEXEC, 0)
 	}
-	defer unix.Close(root)
-	return canon.OpenBeneath(root, dir, unix.O_PATH|unix.O_DIRECTORY, 0)
+	return fd, err
 }
 
 // readACL reads the access ACL of path, followed (a /proc/self/fd link).
