@@ -367,6 +367,12 @@ func (f *fence) showIn(dir *node, rel string) (sh shown, errno syscall.Errno) {
 		} else {
 			sh.ownerOnly, sh.linkUID, sh.link = f.ownerOnly(p, &sh.st), sh.st.Uid, sh.at
 			if sh.gen, err = f.statCanonical(target, &sh.st); err != nil {
+				if err == unix.ELOOP {
+					// A directory on the way was swapped for a link since the
+					// target was resolved (see statxNoLinks): a race, answered as
+					// one, and not cached by the kernel as an absent name.
+					return sh, syscall.ELOOP
+				}
 				return sh, syscall.ENOENT
 			}
 			sh.at, sh.away, sh.followed = target, true, true
