@@ -1,9 +1,7 @@
 package sandbox
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path"
 	"sort"
@@ -182,12 +180,14 @@ func bwrapArgv(pol policy.Execution, argv []string, guarded []string) ([]string,
 		if len(guards) > 0 {
 			plan = &standInPlan{guards: guards}
 		}
-		if root := innermostRoot(pol.PolicyFile, bound); pol.PolicyFile != "" && root != "" && !pol.Fence {
-			if _, err := os.Lstat(pol.PolicyFile); errors.Is(err, fs.ErrNotExist) {
+		// pps still holds the policy file unless its root is fenced (the fence then
+		// guards it), with what ProtectedPaths' lstat found.
+		for _, pp := range pps {
+			if root := innermostRoot(pp.Path, bound); pp.Path == pol.PolicyFile && !pp.Exists && root != "" {
 				if plan == nil {
 					plan = &standInPlan{}
 				}
-				plan.missingPolicy = &missingPolicyError{file: pol.PolicyFile, root: root}
+				plan.missingPolicy = &missingPolicyError{file: pp.Path, root: root}
 			}
 		}
 	}

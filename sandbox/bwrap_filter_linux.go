@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -52,7 +51,7 @@ func startFiltered(cmd *exec.Cmd) (child, error) {
 			}
 		}
 		if err := installSeccomp(seccompPlan{vsockOnly: true}); err != nil {
-			done <- started{err: errors.New("network deny under bwrap: " + err.Error())}
+			done <- started{err: fmt.Errorf("network deny under bwrap: %w", err)}
 			return
 		}
 		c, err := startExec(cmd)
