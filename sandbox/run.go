@@ -29,9 +29,11 @@ const TailBytes = 64 << 10
 // when it is captured) after the command exited, for descendants that still hold
 // them. Then the pipes are closed and the run ends: a command that leaves a process
 // behind in the background ("server &") does not hold toh-exec until that process
-// exits. Under bwrap such processes die with the run's PID namespace anyway; under
-// Landlock (and danger-full-access) they live on, still confined, and a later write
-// of theirs to the closed pipe fails (EPIPE, or SIGPIPE unless ignored).
+// exits. Under bwrap such processes die with the run's PID namespace, and under
+// Landlock with [Stdio.EndLeftovers] they are ended as soon as the command exited,
+// so the grace only matters without it (danger-full-access, a library caller): there
+// they live on, and a later write of theirs to the closed pipe fails (EPIPE, or
+// SIGPIPE unless ignored).
 //
 // The grace bounds the wait for the pipe's writers, never the hand-over of what is
 // already in the pipe: when it ends, whatever the pipe holds at that moment (at most
@@ -142,6 +144,11 @@ type Stdio struct {
 	// registers at its start, so a signal during its setup is not lost, and skips
 	// signal.Stop, which costs 0.2 ms and buys nothing in a process about to exit.
 	Signals chan os.Signal
+	// EndLeftovers, set by a caller that owns its process and has no other child
+	// to wait for (toh-exec), makes a Landlock run end every process the command
+	// leaves behind once the command exited (leftovers_linux.go). Run then makes
+	// the process a child subreaper, for good.
+	EndLeftovers bool
 }
 
 // InterruptedError is a run stopped by a termination signal before its command
@@ -223,6 +230,10 @@ func Run(c Confined, pol policy.Execution, dir string, env []string, stdio Stdio
 		defer s.release()
 	} else if interrupted() {
 		return facts, &SpawnError{Argv0: c.Argv[0], Err: &InterruptedError{Signal: pending}}
+	}
+	if c.Backend != BackendLandlock {
+		// bwrap's PID namespace ends them; Seatbelt has no way to.
+		stdio.EndLeftovers = false
 	}
 	tail := &tailBuffer{max: TailBytes}
 	var start func(*exec.Cmd) (child, error)
@@ -341,6 +352,7 @@ func RunUnconfined(mode policy.Mode, path string, argv []string, dir string, env
 	if err := checkDir(dir); err != nil {
 		return facts, &SpawnError{Argv0: argv[0], Err: err}
 	}
+	stdio.EndLeftovers = false // the user's own command, left as it would be without toh-exec
 	code, sig, err := spawn(path, argv, dir, env, stdio, nil, false, nil, nil, nil)
 	if err != nil {
 		return facts, &SpawnError{Argv0: argv[0], Err: err}
@@ -468,6 +480,11 @@ func spawn(path string, argv []string, dir string, env []string, stdio Stdio, ta
 	if start == nil {
 		start = startExec
 	}
+	if stdio.EndLeftovers {
+		if err := becomeSubreaper(); err != nil {
+			return 0, 0, err
+		}
+	}
 	proc, err := start(cmd)
 	for _, p := range outs {
 		// The child holds its own copies now (or never will): the pipes end when
@@ -492,6 +509,13 @@ func spawn(path string, argv []string, dir string, env []string, stdio Stdio, ta
 	stop := ForwardSignals(sigs, proc)
 	code, sig, err = proc.wait()
 	stop()
+	if stdio.EndLeftovers {
+		// Before the pipes are drained: a leftover holding one ends now, and the
+		// pipe with it, instead of PipeGrace later.
+		if lerr := endLeftovers(); lerr != nil && stdio.Stderr != nil {
+			fmt.Fprintf(stdio.Stderr, "toh-exec: %v\n", lerr)
+		}
+	}
 	for _, p := range outs {
 		p.finish()
 	}

@@ -123,18 +123,16 @@
 // The bwrap rung needs unprivileged user namespaces (or a setuid bwrap). Under bwrap
 // /tmp is a private tmpfs: files a confined command leaves there vanish with it.
 // Processes a command leaves in the background die with bwrap's PID namespace; under
-// Landlock they live on, confined, and the run ends [PipeGrace] after the command
-// exited even while they hold its stderr, closing that pipe on them.
+// Landlock, toh-exec ([Stdio.EndLeftovers]) is their child subreaper and kills them
+// once the command exited (leftovers_linux.go), since such a process would keep the
+// stdin it was given and, when that is the user's terminal, read what the user types
+// after toh-exec returned. A library caller that does not set it gets them left
+// running, confined, and the run ends [PipeGrace] after the command exited even while
+// they hold its stderr, closing that pipe on them.
 //
 // Open, found by review (2026-12-01) and not closed here, each beyond SPEC §1's file
 // effects:
 //
-//   - Under Landlock, such a leftover process keeps the stdin it was given: when
-//     that is the user's terminal, it can read what the user types after toh-exec
-//     returned (the terminal is not its controlling one, so no SIGTTIN stops it).
-//     Closing it would need the leftovers ended (a cgroup, or a PID namespace the
-//     rung cannot have) or stdin relayed through a pipe, which takes the terminal
-//     away from interactive commands.
 //   - Kernel keyrings: under Landlock (any user), and under bwrap run by root (no
 //     user namespace), a command can read, update and revoke the caller's keys.
 //     A seccomp rule could refuse keyctl(2), add_key(2) and request_key(2), at the

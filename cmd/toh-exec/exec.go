@@ -374,9 +374,9 @@ func newOutput(f execFlags, stdout, stderr io.Writer) *output {
 
 func (o *output) stdio(stdin io.Reader, sigs chan os.Signal) sandbox.Stdio {
 	if o.jsonOut {
-		return sandbox.Stdio{Stdin: stdin, Stdout: &o.capOut, Stderr: &o.capErr, Signals: sigs}
+		return sandbox.Stdio{Stdin: stdin, Stdout: &o.capOut, Stderr: &o.capErr, Signals: sigs, EndLeftovers: true}
 	}
-	return sandbox.Stdio{Stdin: stdin, Stdout: o.stdout, Stderr: o.stderr, Signals: sigs}
+	return sandbox.Stdio{Stdin: stdin, Stdout: o.stdout, Stderr: o.stderr, Signals: sigs, EndLeftovers: true}
 }
 
 // captureHalf bounds what --json keeps of each stream: its first and its last

@@ -339,39 +339,125 @@ func TestConfinedCommandsHoldNoCapabilities(t *testing.T) {
 	}
 }
 
-// A command that leaves a process in the background does not hold the run until that
-// process exits (sandbox.PipeGrace): toh-exec returns although the process still holds
-// its stderr (and its stdout under --json). Under Landlock the process lives on, still
-// confined, so it is alive after toh-exec returned (the negative control of waiting
-// for it: the run would end only when it did, and the test's limit would fail it
-// first); under bwrap it dies with the run's PID namespace.
+// A command that leaves processes in the background does not hold the run, and they
+// do not outlive it: under bwrap they die with the run's PID namespace, under Landlock
+// toh-exec ends them (sandbox.Stdio.EndLeftovers), however they detached (a plain
+// "&", a new session, a double fork, SIGTERM and SIGHUP ignored) and whatever they
+// hold (the command's stderr, and its stdout under --json). Negative control: under
+// danger-full-access the same processes live on, so the test can see them.
 func TestBackgroundProcessDoesNotHoldTheRun(t *testing.T) {
-	for _, rung := range []string{"bwrap", "landlock"} {
+	for _, rung := range []string{"bwrap", "landlock", "landlock fenced", "danger-full-access"} {
 		for _, json := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s json=%v", rung, json), func(t *testing.T) {
-				requireRung(t, rung, 1)
+				var args []string
+				switch rung {
+				case "danger-full-access":
+					args = []string{"--mode", rung}
+				case "landlock fenced":
+					requireRung(t, "landlock", 1)
+					testutil.RequireFUSE(t)
+					args = []string{"--runner", "landlock", "--mode", "workspace-write", "--fence"}
+				default:
+					requireRung(t, rung, 1)
+					args = []string{"--runner", rung}
+				}
 				s := newScratch(t)
 				tag := fmt.Sprintf("3600.%d%d", os.Getpid(), time.Now().UnixNano()%1e6)
 				// Plain runs hand the command toh-exec's own stdout, which this test
-				// reads to its end: the process leaves it alone. Under --json,
-				// toh-exec captures stdout through a pipe of its own, which it holds.
-				args := []string{"--policy", s.noPolicy, "--runner", rung, "-c", "sleep " + tag + " </dev/null >/dev/null & echo started"}
+				// reads to its end: the processes leave it alone. Under --json,
+				// toh-exec captures stdout through a pipe of its own, which they hold.
+				out := ">/dev/null"
 				if json {
-					args = []string{"--policy", s.noPolicy, "--runner", rung, "--json", "-c", "sleep " + tag + " </dev/null & echo started"}
+					args = append(args, "--json")
+					out = ""
 				}
+				if rung == "danger-full-access" {
+					// Unconfined, the command gets the test's own stderr pipe.
+					out += " 2>/dev/null"
+				}
+				script := fmt.Sprintf("trap '' TERM HUP; sleep %[1]s </dev/null %[2]s & "+
+					"setsid sh -c 'sleep %[1]s & sleep %[1]s' </dev/null %[2]s & "+
+					"(sh -c 'sleep %[1]s </dev/null %[2]s &') ; echo started", tag, out)
+				args = append(append([]string{"--policy", s.noPolicy}, args...), "-c", script)
 				r := runWithin(t, time.Minute, s.ws, nil, args...)
 				if r.code != 0 || !strings.Contains(r.stdout, "started") {
 					t.Fatalf("exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
 				}
-				pids := processesWithArg(t, tag)
+				var pids []int
+				if rung == "danger-full-access" {
+					waitFor(t, "the background processes to start", func() bool {
+						pids = processesWithArg(t, tag)
+						return len(pids) == 4
+					})
+				} else {
+					pids = processesWithArg(t, tag)
+				}
 				for _, pid := range pids {
 					syscall.Kill(pid, syscall.SIGKILL)
 				}
-				if want := map[string]int{"bwrap": 0, "landlock": 1}[rung]; len(pids) != want {
+				if want := map[string]int{"danger-full-access": 4}[rung]; len(pids) != want {
 					t.Fatalf("background processes left: %v, want %d", pids, want)
 				}
 			})
 		}
+	}
+}
+
+// TestLeftoverCannotReadTheTerminal: a process a confined command leaves behind,
+// holding the user's terminal, cannot read what the user types after toh-exec
+// returned (a password, say), in either rung. Negative control: under
+// danger-full-access the same process does read it, so the test can see a theft.
+func TestLeftoverCannotReadTheTerminal(t *testing.T) {
+	for _, rung := range []string{"bwrap", "landlock", "danger-full-access"} {
+		t.Run(rung, func(t *testing.T) {
+			args := []string{"--runner", rung, "--mode", "workspace-write"}
+			if rung == "danger-full-access" {
+				args = []string{"--mode", rung}
+			} else {
+				requireRung(t, rung, 1)
+			}
+			s := newScratch(t)
+			stolen := filepath.Join(s.ws, "stolen")
+			master, slave := openPTY(t)
+			defer master.Close()
+			defer slave.Close()
+			go func() {
+				buf := make([]byte, 4096)
+				for {
+					if _, err := master.Read(buf); err != nil {
+						return
+					}
+				}
+			}()
+			// The thief keeps the terminal as fd 3 (sh gives "&" lists /dev/null as
+			// stdin) and leaves its session; "ready" says it holds it.
+			script := "exec 3<&0; setsid sh -c 'echo ready > ready; exec cat > stolen' <&3 & " +
+				"while ! [ -e ready ]; do sleep 0.01; done"
+			cmd := exec.Command(tohExec, append(append([]string{"--policy", s.noPolicy}, args...), "-c", script)...)
+			cmd.Dir = s.ws
+			cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+			if err := cmd.Run(); err != nil {
+				t.Fatalf("toh-exec: %v", err)
+			}
+			master.Write([]byte("SECRET\n"))
+			theft := func() bool {
+				b, _ := os.ReadFile(stolen)
+				return strings.Contains(string(b), "SECRET")
+			}
+			if rung == "danger-full-access" {
+				waitFor(t, "the unconfined leftover to read the line", theft)
+				return
+			}
+			// What the terminal still queues is what nobody read.
+			time.Sleep(200 * time.Millisecond)
+			if theft() {
+				t.Fatalf("%s: a leftover process read what was typed after the run", rung)
+			}
+			if got := injected(t, slave); !strings.Contains(got, "SECRET") {
+				t.Fatalf("%s: the typed line is not waiting in the terminal (%q)", rung, got)
+			}
+		})
 	}
 }
 

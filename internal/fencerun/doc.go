@@ -66,7 +66,8 @@
 //     command left behind (Landlock has no PID namespace) can go on mutating while
 //     the host ends; answering its refusals with EACCES would refuse something the
 //     result does not record. Its request waits instead until the host exits and
-//     the kernel fails it with ENOTCONN, as every later operation there.
+//     the kernel fails it with ENOTCONN, as every later operation there. toh-exec
+//     then kills such a process (sandbox.Stdio.EndLeftovers).
 //   - Fail closed: if the stage cannot create its namespaces, open /dev/fuse, mount, or
 //     a fence cannot start, the command does not run (SANDBOX_UNAVAILABLE with the
 //     cause). A failure to exec the runner after the fences are up is a runner failure.

@@ -1,0 +1,134 @@
+package sandbox
+
+// Ending what a confined command leaves behind (Stdio.EndLeftovers).
+//
+// Under bwrap a command's descendants live in the run's PID namespace and die with
+// it. The Landlock rung has no PID namespace, and a process the command left in the
+// background ("server &", a double fork, setsid) lived on after toh-exec returned:
+// still confined, but holding whatever it was given, the user's terminal among them,
+// so it could read what the user typed into the shell next. So the caller that owns
+// its process (toh-exec) makes it the child subreaper of everything it starts:
+// an orphan of the run is reparented to toh-exec instead of to init, and once the
+// command exited and was reaped, every child toh-exec still has is one the run left
+// behind. Each is killed with SIGKILL, its own descendants with it (a process with
+// SIGKILL pending can neither run user code again nor fork), and reaped; what a
+// killed process forked in the meantime is reparented to toh-exec and ends in the
+// next round. Decisions:
+//
+//   - Only confined Landlock runs: bwrap's PID namespace already does this, and a
+//     danger-full-access command is the user's own, left as it would be without
+//     toh-exec.
+//   - A leftover ends right after the command does, not when its output pipes are
+//     drained: a run no longer waits [PipeGrace] for a background process that holds
+//     its stderr.
+//   - toh-exec killed by SIGKILL cannot end them (bwrap's --die-with-parent can):
+//     they are reparented to init and live on, confined, as before.
+//   - A process that stays in the kernel after SIGKILL (an uninterruptible wait) is
+//     not waited for beyond leftoverWait; it never runs user code again either way.
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// leftoverWait bounds how long endLeftovers waits for killed processes to exit.
+const leftoverWait = 5 * time.Second
+
+// becomeSubreaper makes this process the reaper of every orphan among its
+// descendants (prctl PR_SET_CHILD_SUBREAPER, Linux 3.4). It is process-wide.
+func becomeSubreaper() error {
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("becoming the reaper of the command's leftover processes: %w", err)
+	}
+	return nil
+}
+
+// endLeftovers kills and reaps every child this process has and every descendant of
+// theirs, until none is left or leftoverWait has passed. It must only run when no
+// child of this process is anybody else's to wait for.
+func endLeftovers() error {
+	deadline := time.Now().Add(leftoverWait)
+	pause := 20 * time.Microsecond
+	for {
+		if !hasChildren() {
+			return nil
+		}
+		kids, err := childrenOf("self")
+		if err != nil {
+			return err
+		}
+		if len(kids) == 0 {
+			return nil
+		}
+		// The whole tree, parents first: a killed parent cannot fork again, so only
+		// what was forked before its kill can be missed, and that is found in the
+		// next round, as this process's child or beneath a dying one.
+		tree := append([]int(nil), kids...)
+		for i := 0; i < len(tree); i++ {
+			_ = unix.Kill(tree[i], unix.SIGKILL)
+			grand, _ := childrenOf(strconv.Itoa(tree[i]))
+			tree = append(tree, grand...)
+		}
+		reaped := 0
+		for _, pid := range kids {
+			var ws unix.WaitStatus
+			if got, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil); got == pid || errors.Is(err, unix.ECHILD) {
+				reaped++
+			}
+		}
+		if reaped == len(kids) {
+			continue
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d processes the command left behind were killed but have not exited after %v", len(kids)-reaped, leftoverWait)
+		}
+		time.Sleep(pause)
+		pause = min(2*pause, 10*time.Millisecond)
+	}
+}
+
+// hasChildren asks the kernel whether this process has any child, alive or not yet
+// reaped, in one call (waitid without reaping, WNOHANG): ECHILD means none. It is
+// the common case, and listing them from /proc costs a file per thread.
+func hasChildren() bool {
+	var info unix.Siginfo
+	err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WSTOPPED|unix.WCONTINUED|unix.WNOHANG|unix.WNOWAIT, nil)
+	return !errors.Is(err, unix.ECHILD)
+}
+
+// childrenOf lists the children of process pid ("self" for this one) from every
+// thread's children file (CONFIG_PROC_CHILDREN): each thread has its own. A process
+// that is gone has none.
+func childrenOf(pid string) ([]int, error) {
+	tasks, err := os.ReadDir(filepath.Join("/proc", pid, "task"))
+	if err != nil {
+		if pid != "self" {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("listing the command's leftover processes: %w", err)
+	}
+	var kids []int
+	for _, t := range tasks {
+		b, err := os.ReadFile(filepath.Join("/proc", pid, "task", t.Name(), "children"))
+		if err != nil {
+			if pid == "self" && errors.Is(err, os.ErrNotExist) && t.Name() == strconv.Itoa(os.Getpid()) {
+				// The main thread's file is always there unless the kernel lacks it.
+				return nil, fmt.Errorf("listing the command's leftover processes: %w (a kernel without CONFIG_PROC_CHILDREN)", err)
+			}
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if n, err := strconv.Atoi(f); err == nil {
+				kids = append(kids, n)
+			}
+		}
+	}
+	return kids, nil
+}

@@ -1,0 +1,8 @@
+//go:build !linux
+
+package sandbox
+
+// Without a child subreaper (macOS has none) a command's leftover processes live on
+// after the run, as they did everywhere before; see leftovers_linux.go.
+func becomeSubreaper() error { return nil }
+func endLeftovers() error    { return nil }
