@@ -104,10 +104,12 @@ func hasChildren() bool {
 }
 
 // childrenOf lists the children of process pid ("self" for this one) from every
-// thread's children file (CONFIG_PROC_CHILDREN): each thread has its own. A process
-// that is gone has none.
+// thread's children file (each thread has its own), or, on a kernel without them
+// (CONFIG_PROC_CHILDREN), by scanning every process's parent. A process that is gone
+// has none.
 func childrenOf(pid string) ([]int, error) {
-	tasks, err := os.ReadDir(filepath.Join("/proc", pid, "task"))
+	dir := filepath.Join("/proc", pid, "task")
+	tasks, err := os.ReadDir(dir)
 	if err != nil {
 		if pid != "self" {
 			return nil, nil
@@ -116,18 +118,53 @@ func childrenOf(pid string) ([]int, error) {
 	}
 	var kids []int
 	for _, t := range tasks {
-		b, err := os.ReadFile(filepath.Join("/proc", pid, "task", t.Name(), "children"))
-		if err != nil {
-			if pid == "self" && errors.Is(err, os.ErrNotExist) && t.Name() == strconv.Itoa(os.Getpid()) {
-				// The main thread's file is always there unless the kernel lacks it.
-				return nil, fmt.Errorf("listing the command's leftover processes: %w (a kernel without CONFIG_PROC_CHILDREN)", err)
+		b, err := os.ReadFile(filepath.Join(dir, t.Name(), "children"))
+		if errors.Is(err, os.ErrNotExist) {
+			if _, serr := os.Stat(filepath.Join(dir, t.Name())); serr == nil {
+				return childrenByScan(pid)
 			}
-			continue
 		}
 		for _, f := range strings.Fields(string(b)) {
 			if n, err := strconv.Atoi(f); err == nil {
 				kids = append(kids, n)
 			}
+		}
+	}
+	return kids, nil
+}
+
+// childrenByScan finds pid's children by the parent each process in /proc names.
+func childrenByScan(pid string) ([]int, error) {
+	if pid == "self" {
+		pid = strconv.Itoa(os.Getpid())
+	}
+	want, err := strconv.Atoi(pid)
+	if err != nil {
+		return nil, err
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, fmt.Errorf("listing the command's leftover processes: %w", err)
+	}
+	var kids []int
+	for _, e := range entries {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// "pid (comm) state ppid ...": comm may hold spaces and parentheses, so the
+		// fields are counted from the last ')'.
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(want) {
+			kids = append(kids, n)
 		}
 	}
 	return kids, nil
