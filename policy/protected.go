@@ -273,7 +273,8 @@ var ErrMovableRoot = errors.New("writable root spelled through a symbolic link t
 // "/". Refusing makes that attack fail loud instead of widening the next run.
 type MovableRootError struct {
 	// Field names the spelling in the policy file ("writableRoots[0]",
-	// "workspaceRoot", `sessions["s-42"].cwd`) or the request ("$TMPDIR").
+	// "workspaceRoot", `sessions["s-42"].cwd`) or the request ("$TMPDIR", "the
+	// policy file").
 	Field    string
 	Spelling string
 	// Link is the symbolic link's own name; Root the writable root that holds it.
@@ -282,7 +283,15 @@ type MovableRootError struct {
 	Target string
 }
 
+// policyFileField is [MovableRootError.Field] for the policy file's own path.
+const policyFileField = "the policy file"
+
 func (e *MovableRootError) Error() string {
+	if e.Field == policyFileField {
+		return fmt.Sprintf("policy: the policy file %q passes through the symbolic link %q, which lies in the writable root %q, so a confined "+
+			"command could retarget it and choose the policy (and mode) of later calls; name the file it leads to (%q) instead",
+			e.Spelling, e.Link, e.Root, e.Target)
+	}
 	return fmt.Sprintf("policy: %s %q passes through the symbolic link %q, which lies in the writable root %q, so a confined "+
 		"command could retarget it and move this root for later calls; write the directory it leads to (%q) instead",
 		e.Field, e.Spelling, e.Link, e.Root, e.Target)
@@ -293,7 +302,8 @@ func (e *MovableRootError) Is(target error) bool { return target == ErrMovableRo
 // CheckRootSpellings returns a [*MovableRootError] when a spelling from which x's
 // writable roots were resolved (f and req are what [Resolve] made x from) passes
 // through a symbolic link whose own name lies within one of x.WritableRoots: the
-// session's cwd, else f.WorkspaceRoot; each f.WritableRoots entry; and req.TmpDir.
+// session's cwd, else f.WorkspaceRoot; each f.WritableRoots entry; req.TmpDir; and
+// req.PolicyFile, whose links would let a command choose the next call's policy.
 // It returns nil for modes without writable roots.
 //
 // The caller's working directory (req.Cwd, used when neither the session nor the
@@ -321,6 +331,15 @@ func (x Execution) CheckRootSpellings(f *File, req Request) error {
 	}
 	if path.IsAbs(req.TmpDir) {
 		sps = append(sps, spelling{"$TMPDIR", req.TmpDir})
+	}
+	if pf := req.PolicyFile; pf != "" {
+		// Kept from call to call like a root: a link on its way that a command can
+		// retarget chooses the policy, and so the mode, of every later call. The
+		// protected path is only where the link leads now.
+		if !path.IsAbs(pf) && path.IsAbs(req.Cwd) {
+			pf = path.Join(req.Cwd, pf)
+		}
+		sps = append(sps, spelling{policyFileField, pf})
 	}
 	for _, sp := range sps {
 		for _, l := range linksOn(sp.p) {

@@ -552,6 +552,16 @@ func TestCheckRootSpellings(t *testing.T) {
 	refused("$TMPDIR through a link in the workspace",
 		check(&File{Version: 1, Mode: ww, WorkspaceRoot: ws}, Request{TmpDir: ws + "/tmplink"}), "$TMPDIR", ws+"/tmplink", ws)
 
+	// The policy file kept behind a link in the workspace (a dotfiles ".config"
+	// link in $HOME, say): retargeted, the next call would read the command's file.
+	refused("the policy file through a link in the workspace",
+		check(&File{Version: 1, Mode: ww, WorkspaceRoot: ws}, Request{PolicyFile: ws + "/in/policy.json"}), "the policy file", ws+"/in", ws)
+	err = check(&File{Version: 1, Mode: ww, WorkspaceRoot: ws}, Request{Cwd: ws, PolicyFile: "in/policy.json"})
+	refused("a relative policy file through a link", err, "the policy file", ws+"/in", ws)
+	if err != nil && !strings.Contains(err.Error(), `name the file it leads to ("`+ws+`/a/policy.json")`) {
+		t.Errorf("the error does not name the file to use instead: %v", err)
+	}
+
 	// Accepted: a link that lies within no writable root, the caller's own working
 	// directory, and every mode without writable roots.
 	for what, c := range map[string]struct {
@@ -561,6 +571,9 @@ func TestCheckRootSpellings(t *testing.T) {
 		"a link outside every root": {&File{Version: 1, Mode: ww, WorkspaceRoot: ws, WritableRoots: []string{base + "/outlink"}}, Request{}},
 		"the caller's cwd":          {&File{Version: 1, Mode: ww}, Request{Cwd: ws + "/in"}},
 		"read-only":                 {&File{Version: 1, Mode: ReadOnly, WorkspaceRoot: ws, WritableRoots: []string{ws + "/data"}}, Request{}},
+		"a policy file through a link outside every root":       {&File{Version: 1, Mode: ww, WorkspaceRoot: ws}, Request{PolicyFile: base + "/outlink/policy.json"}},
+		"a policy file in the workspace, spelled without links": {&File{Version: 1, Mode: ww, WorkspaceRoot: ws}, Request{PolicyFile: ws + "/a/policy.json"}},
+		"a policy file through a link, read-only":               {&File{Version: 1, Mode: ReadOnly, WorkspaceRoot: ws}, Request{PolicyFile: ws + "/in/policy.json"}},
 	} {
 		if err := check(c.f, c.req); err != nil {
 			t.Errorf("%s: %v", what, err)

@@ -822,3 +822,44 @@ func TestMissingPolicyFileInWritableRootRefusesTheRun(t *testing.T) {
 		t.Errorf("the policy file changed: %q", after)
 	}
 }
+
+// TestPolicyFileBehindALinkInTheWorkspaceIsRefused: a policy file reached through a
+// symbolic link that lies in a writable root (a dotfiles-style ".toh -> elsewhere")
+// is refused before anything runs, on both rungs: the command could replace the link
+// by a directory holding its own policy file, and the next call would run in the mode
+// that file names. Controls: the attack itself, run with the policy named by its
+// target, replaces the link and makes the next call through the old spelling
+// danger-full-access (the premise); named by its target, the same command runs.
+func TestPolicyFileBehindALinkInTheWorkspaceIsRefused(t *testing.T) {
+	s := newScratch(t)
+	real := filepath.Join(s.beside, "policy.json")
+	if r := toh(t, s.ws, nil, "policy", "set-mode", "--policy", real, "workspace-write"); r.code != 0 {
+		t.Fatalf("policy set-mode: %d %q", r.code, r.stderr)
+	}
+	link := filepath.Join(s.ws, ".toh")
+	if err := os.Symlink(s.beside, link); err != nil {
+		t.Fatal(err)
+	}
+	viaLink := filepath.Join(link, "policy.json")
+	attack := `rm .toh && mkdir .toh && echo '{"version": 1, "mode": "danger-full-access"}' > .toh/policy.json && echo replaced`
+	for _, rung := range []string{"bwrap", "landlock"} {
+		requireRung(t, rung, 1)
+		r := toh(t, s.ws, nil, "--policy", viaLink, "--runner", rung, "-c", attack)
+		if r.code != exitPolicy || strings.Contains(r.stdout, "replaced") || !strings.Contains(r.stderr, "passes through the symbolic link") {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q; want the run refused", rung, r.code, r.stdout, r.stderr)
+		}
+		if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+			t.Fatalf("%s: the link was replaced", rung)
+		}
+	}
+	// Control: named by its target, the run goes ahead (and the attack works, which
+	// is why the spelling through the link is refused).
+	r := toh(t, s.ws, nil, "--policy", real, "-c", attack)
+	if r.code != 0 || r.stdout != "replaced\n" {
+		t.Fatalf("control: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	e, _ := tohJSON(t, s.ws, nil, "--policy", viaLink, "-c", "true")
+	if e.Result.Mode != "danger-full-access" {
+		t.Fatalf("premise: the replaced link did not change the next call's mode: %+v", e.Result)
+	}
+}
