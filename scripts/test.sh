@@ -32,7 +32,9 @@ log "go vet (linux, darwin)"
 go vet ./...
 GOOS=darwin go vet ./...
 
-bindir=$(mktemp -d /tmp/toh-test-bin.XXXXXX)
+# Not under /tmp: a Landlock workspace-write run refuses to start while toh-exec lies
+# in one of its writable roots, and /tmp is one.
+bindir=$(mktemp -d /var/tmp/toh-test-bin.XXXXXX)
 chmod 755 "$bindir"
 trap 'rm -rf "$bindir"' EXIT
 go build -o "$bindir/toh-exec" ./cmd/toh-exec

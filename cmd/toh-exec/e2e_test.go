@@ -33,7 +33,9 @@ func TestMain(m *testing.M) {
 	}
 	tohExec = os.Getenv("TOH_EXEC_BIN")
 	if tohExec == "" {
-		dir, err := os.MkdirTemp("", "toh-exec-bin-")
+		// Not under /tmp, a writable root of every workspace-write run: Landlock
+		// runs refuse to start while toh-exec lies in one (ownprograms.go).
+		dir, err := os.MkdirTemp("/var/tmp", "toh-exec-bin-")
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
@@ -100,9 +102,20 @@ const tohLimit = 5 * time.Minute
 // runWithin runs toh-exec in dir, failing the test instead of hanging past limit.
 func runWithin(t *testing.T, limit time.Duration, dir string, env []string, args ...string) runResult {
 	t.Helper()
+	return runBinWithin(t, limit, tohExec, dir, env, args...)
+}
+
+// runBin runs the toh-exec binary at bin in dir.
+func runBin(t *testing.T, bin, dir string, args ...string) runResult {
+	t.Helper()
+	return runBinWithin(t, tohLimit, bin, dir, nil, args...)
+}
+
+func runBinWithin(t *testing.T, limit time.Duration, bin, dir string, env []string, args ...string) runResult {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, tohExec, args...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
 	cmd.WaitDelay = 5 * time.Second

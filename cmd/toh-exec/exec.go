@@ -149,6 +149,9 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return usageError(stderr, "--runner: unknown runner %q (want bwrap, landlock or seatbelt)", f.runner)
 		}
 	}
+	if f.approvalCmd != "" && !filepath.IsAbs(f.approvalCmd) {
+		return usageError(stderr, "--approval-command: %q is not an absolute path (a name would be looked up in $PATH, where a confined command may have put its own)", f.approvalCmd)
+	}
 	if f.probeTimeout <= 0 {
 		return usageError(stderr, "--probe-timeout: must be positive, got %v", f.probeTimeout)
 	}
@@ -186,6 +189,10 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		req := approval.Request{Subject: "command", Argv: argv, Cwd: cwd, SessionID: pol.SessionID,
 			WorkspaceRoot: pol.WorkspaceRoot, CurrentMode: pol.Mode, RequestedMode: requested, Justification: f.justif}
+		if err := ownProgramRefusal(pol, "", program{"the approval command", f.approvalCmd}); err != nil {
+			// The standing mode's runs may have replaced it.
+			return out.fail(exitEscalation, "ESCALATION_UNAVAILABLE", err)
+		}
 		outcome, aerr := approval.Choose(pol.Approval, f.approvalCmd).Ask(context.Background(), req)
 		if aerr != nil {
 			fmt.Fprintf(out.diag(), "toh-exec: %v\n", aerr)
@@ -256,6 +263,14 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return out.unavailable(&sandbox.UnavailableError{Mode: pol.Mode, Cause: fmt.Errorf("--fence: %w", err)})
 		}
 		conf.Stage = stage
+	}
+	mount := filepath.Join(filepath.Dir(self), "toh-mount")
+	if _, err := os.Stat(mount); err != nil {
+		mount = ""
+	}
+	if err := ownProgramRefusal(pol, conf.Backend, program{"toh-exec", self}, program{"toh-mount", mount},
+		program{"the runner", conf.Argv[0]}, program{"the approval command", f.approvalCmd}); err != nil {
+		return out.fail(exitCannotStart, "CANNOT_START", err)
 	}
 	if f.verbose {
 		fmt.Fprintf(stderr, "toh-exec: %s\n", describe(conf, pol))

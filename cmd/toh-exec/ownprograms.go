@@ -1,0 +1,59 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"github.com/toh-sandbox/toh/canon"
+	"github.com/toh-sandbox/toh/policy"
+	"github.com/toh-sandbox/toh/sandbox"
+)
+
+// The programs toh-exec runs outside any sandbox, or that decide one: toh-exec
+// itself (the Landlock launcher stage is its own binary), the toh-mount beside it
+// (the fence host of --fence runs, started before the sandbox exists), the runner,
+// and the approval command. A workspace-write run whose command could replace one of
+// them hands the next call to the command: the replaced toh-mount runs as the
+// caller, unconfined, at the next --fence run; the replaced approver says
+// allowed-once. So such a run is refused before it starts (found by review: the
+// README's own "go build -o bin/toh-exec" in a repository, then a workspace-write
+// run there). Decisions:
+//
+//   - "Could replace" is: lies within a writable root the command writes on the host.
+//     Under bwrap /tmp is a private tmpfs (a program under /tmp, but in no other
+//     root, is out of the command's reach); under Landlock and Seatbelt every root
+//     is the host's.
+//   - Both the path as given and the file it leads to are checked, so neither a
+//     link in a root nor a link out of one to a program in another passes.
+//   - The approval command must be absolute (a name would be looked up in $PATH,
+//     which often holds directories a command can write: a virtualenv's bin,
+//     node_modules/.bin), and is checked before it is asked as well, against the
+//     writable roots of the standing mode.
+//   - Only the programs that exist are checked: a toh-mount that is not installed
+//     is not run either.
+
+// program is one of toh-exec's own programs: what it is, and its path ("" for none).
+type program struct{ what, path string }
+
+// ownProgramRefusal says why a run of pol by backend ("" when not known yet: every
+// root then counts as the host's) must not start, or returns nil.
+func ownProgramRefusal(pol policy.Execution, backend sandbox.Backend, programs ...program) error {
+	if pol.Mode != policy.WorkspaceWrite {
+		return nil
+	}
+	for _, pr := range programs {
+		what, p := pr.what, pr.path
+		if p == "" {
+			continue
+		}
+		for _, r := range pol.WritableRoots {
+			if r == "/tmp" && backend == sandbox.BackendBwrap {
+				continue
+			}
+			if canon.LexicallyWithin(filepath.Clean(p), r) || canon.Within(p, r) {
+				return fmt.Errorf("%s %q lies beneath the writable root %q: the command could replace it, and the next call would run the replacement outside the sandbox; install it outside the writable roots", what, p, r)
+			}
+		}
+	}
+	return nil
+}

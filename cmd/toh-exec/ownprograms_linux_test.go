@@ -1,0 +1,97 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// installCopy copies toh-exec and the toh-mount beside it into dir.
+func installCopy(t *testing.T, dir string) string {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"toh-exec", "toh-mount"} {
+		b, err := os.ReadFile(filepath.Join(filepath.Dir(tohExec), name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return filepath.Join(dir, "toh-exec")
+}
+
+// TestOwnProgramsInAWritableRootRefuseTheRun: a workspace-write run whose command
+// could replace toh-exec or the toh-mount beside it (both run outside any sandbox at
+// the next call) is refused before it starts, on both rungs. /tmp counts under
+// Landlock (the host's) and not under bwrap (a private tmpfs). Controls: the same
+// copy runs read-only, and runs under bwrap from a directory below /tmp.
+func TestOwnProgramsInAWritableRootRefuseTheRun(t *testing.T) {
+	s := newScratch(t)
+	inWs := installCopy(t, filepath.Join(s.ws, "bin"))
+	tmpDir, err := os.MkdirTemp("/tmp", "toh-own-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(tmpDir) })
+	os.Chmod(tmpDir, 0o755)
+	inTmp := installCopy(t, tmpDir)
+	marker := filepath.Join(s.ws, "ran")
+	for _, c := range []struct {
+		rung, bin string
+		refused   bool
+	}{
+		{"bwrap", inWs, true},
+		{"landlock", inWs, true},
+		{"landlock", inTmp, true},
+		{"bwrap", inTmp, false},
+	} {
+		requireRung(t, c.rung, 1)
+		os.Remove(marker)
+		r := runBin(t, c.bin, s.ws, "--policy", s.noPolicy, "--runner", c.rung, "--mode", "workspace-write", "-c", "echo ran > ran; echo ran")
+		_, statErr := os.Stat(marker)
+		if c.refused {
+			if r.code != exitCannotStart || !strings.Contains(r.stderr, "lies beneath the writable root") || statErr == nil {
+				t.Errorf("%s from %s: exit %d, stdout %q, stderr %q; want the run refused", c.rung, c.bin, r.code, r.stdout, r.stderr)
+			}
+		} else if r.code != 0 || statErr != nil {
+			t.Errorf("%s from %s: exit %d, stderr %q; want the run", c.rung, c.bin, r.code, r.stderr)
+		}
+		// Read-only: nothing can be replaced, so the same copy runs.
+		r = runBin(t, c.bin, s.ws, "--policy", s.noPolicy, "--runner", c.rung, "-c", "echo ran")
+		if r.code != 0 || r.stdout != "ran\n" {
+			t.Errorf("%s from %s, read-only: exit %d, stderr %q", c.rung, c.bin, r.code, r.stderr)
+		}
+	}
+}
+
+// TestApprovalCommandMustBeAbsoluteAndOutOfReach: a name would be looked up in $PATH,
+// and an approver within the standing mode's writable roots may have been replaced
+// by an earlier run: neither is asked. Control: the same approver outside the roots
+// is asked and grants.
+func TestApprovalCommandMustBeAbsoluteAndOutOfReach(t *testing.T) {
+	s := newScratch(t)
+	esc := []string{"--mode", "workspace-write", "--sandbox-permissions", "danger-full-access", "--justification", "Needs the whole disk."}
+	inWs, logInWs := approver(t, s.ws, "allowed-once")
+	r := toh(t, s.ws, []string{"PATH=" + s.ws + ":" + os.Getenv("PATH")}, append([]string{"--policy", s.noPolicy, "--approval-command", filepath.Base(inWs)}, append(esc, "-c", "true")...)...)
+	if r.code != exitUsage || !strings.Contains(r.stderr, "is not an absolute path") {
+		t.Errorf("a name: exit %d, stderr %q; want a usage error", r.code, r.stderr)
+	}
+	r = toh(t, s.ws, nil, append([]string{"--policy", s.noPolicy, "--approval-command", inWs}, append(esc, "-c", "true")...)...)
+	if r.code != exitEscalation || !strings.Contains(r.stderr, "lies beneath the writable root") {
+		t.Errorf("an approver in the workspace: exit %d, stderr %q; want it refused", r.code, r.stderr)
+	}
+	absent(t, logInWs)
+	outside, logOutside := approver(t, s.beside, "allowed-once")
+	r = toh(t, s.ws, nil, append([]string{"--policy", s.noPolicy, "--approval-command", outside}, append(esc, "-c", "true")...)...)
+	if r.code != 0 {
+		t.Errorf("control: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if _, err := os.Stat(logOutside); err != nil {
+		t.Errorf("control: the approver outside the roots was not asked: %v", err)
+	}
+}
