@@ -42,16 +42,20 @@ func ownProgramRefusal(pol policy.Execution, backend sandbox.Backend, programs .
 		return nil
 	}
 	for _, pr := range programs {
-		what, p := pr.what, pr.path
-		if p == "" {
+		if pr.path == "" {
 			continue
 		}
+		// Canonicalized once (a few lstats), then compared lexically with each
+		// (canonical) root.
+		spellings := []string{filepath.Clean(pr.path), canon.Canonical(pr.path)}
 		for _, r := range pol.WritableRoots {
 			if r == "/tmp" && backend == sandbox.BackendBwrap {
 				continue
 			}
-			if canon.LexicallyWithin(filepath.Clean(p), r) || canon.Within(p, r) {
-				return fmt.Errorf("%s %q lies beneath the writable root %q: the command could replace it, and the next call would run the replacement outside the sandbox; install it outside the writable roots", what, p, r)
+			for _, sp := range spellings {
+				if canon.LexicallyWithin(sp, r) {
+					return fmt.Errorf("%s %q lies beneath the writable root %q: the command could replace it, and the next call would run the replacement outside the sandbox; install it outside the writable roots", pr.what, pr.path, r)
+				}
 			}
 		}
 	}
