@@ -15,6 +15,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"runtime"
@@ -98,7 +99,18 @@ func LandlockEnforcement(pol policy.Execution, abi int) (Enforcement, error) {
 type landlockRule struct {
 	path   string
 	access uint64
+	// exceptDev (only with path "/") grants access beneath every entry of "/" but
+	// /dev, where only landlockReadableDevices may be read (see rootReadRules).
+	exceptDev bool
+	// optional: a path that cannot be opened gets no rule instead of failing the
+	// run (rootReadRules' own; never a path the policy names).
+	optional bool
 }
+
+// landlockReadableDevices are the device files a confined command may read besides
+// /dev/null (which it may also write): bwrap's --dev offers the same, and nothing
+// else in the host's /dev.
+var landlockReadableDevices = []string{"/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"}
 
 // landlockPlan is everything one launcher run enforces, decided before anything is
 // applied.
@@ -150,7 +162,10 @@ func newLandlockPlan(f landlockFlags, kernelABI int, errata uint64, seccompOK bo
 	// bwrap; connecting to one is not a file effect.
 	read := uint64(unix.LANDLOCK_ACCESS_FS_EXECUTE | unix.LANDLOCK_ACCESS_FS_READ_FILE |
 		unix.LANDLOCK_ACCESS_FS_READ_DIR | unix.LANDLOCK_ACCESS_FS_RESOLVE_UNIX)
-	p.rules = append(p.rules, landlockRule{path: "/", access: read & p.handledFS})
+	// Not beneath /dev: the host's terminals are there (/dev/pts/N), and reading one
+	// of the user's other terminals takes what the user types into it (found by
+	// review; bwrap's private /dev has none).
+	p.rules = append(p.rules, landlockRule{path: "/", access: read & p.handledFS, exceptDev: true})
 	// The one required sink: read and write (and O_TRUNC) on /dev/null, no ioctl.
 	devNull := uint64(unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_WRITE_FILE | unix.LANDLOCK_ACCESS_FS_TRUNCATE)
 	p.rules = append(p.rules, landlockRule{path: "/dev/null", access: devNull & p.handledFS})
@@ -186,6 +201,9 @@ func (p landlockPlan) String() string {
 		landlockRightsString(p.scoped, 0, landlockScopeNames))
 	for _, r := range p.rules {
 		fmt.Fprintf(&b, "; allow %s on %s", landlockRightsString(r.access, p.handledFS, landlockFSNames), r.path)
+		if r.exceptDev {
+			fmt.Fprintf(&b, " except /dev (read_file on %s)", strings.Join(landlockReadableDevices, ","))
+		}
 	}
 	fmt.Fprintf(&b, "; seccomp: %s", p.seccomp)
 	if p.partial {
@@ -257,8 +275,17 @@ func (p landlockPlan) apply() error {
 	rulesetFD := int(r)
 	defer unix.Close(rulesetFD)
 	for _, rule := range p.rules {
-		if err := addLandlockPathRule(rulesetFD, rule); err != nil {
-			return err
+		rules := []landlockRule{rule}
+		if rule.exceptDev {
+			var err error
+			if rules, err = rootReadRules(rule.access); err != nil {
+				return err
+			}
+		}
+		for _, r := range rules {
+			if err := addLandlockPathRule(rulesetFD, r); err != nil {
+				return err
+			}
 		}
 	}
 	if err := dropCapabilities(); err != nil {
@@ -278,6 +305,38 @@ func (p landlockPlan) apply() error {
 	return nil
 }
 
+// rootReadRules expands a rule granting access on "/" except /dev: read_dir on "/"
+// itself (so every directory, /dev's included, can be listed), access on each entry
+// of "/" but "dev" (file rights only, for a file), and read_file on
+// landlockReadableDevices. Landlock grants are inherited downwards and cannot be
+// taken back below, hence one rule per entry. Entries that are symbolic links get
+// none (those of a merged /usr lead into /usr, which has its own); an entry that
+// cannot be opened (gone, or a mount this user may not enter) is skipped, since no
+// grant was asked for it by name: reads there are refused, as without Landlock they
+// would have failed. A new entry made in "/" after the run starts is not readable.
+func rootReadRules(access uint64) ([]landlockRule, error) {
+	entries, err := os.ReadDir("/")
+	if err != nil {
+		return nil, fmt.Errorf("listing / for the read rules: %w", err)
+	}
+	rules := []landlockRule{{path: "/", access: access & unix.LANDLOCK_ACCESS_FS_READ_DIR}}
+	for _, e := range entries {
+		t := e.Type()
+		switch {
+		case e.Name() == "dev", t&fs.ModeSymlink != 0:
+			continue
+		case t.IsDir():
+			rules = append(rules, landlockRule{path: "/" + e.Name(), access: access, optional: true})
+		case t.IsRegular():
+			rules = append(rules, landlockRule{path: "/" + e.Name(), access: access & landlockFSFileRights, optional: true})
+		}
+	}
+	for _, d := range landlockReadableDevices {
+		rules = append(rules, landlockRule{path: d, access: access & unix.LANDLOCK_ACCESS_FS_READ_FILE, optional: true})
+	}
+	return rules, nil
+}
+
 // addLandlockPathRule opens rule.path and adds it to the ruleset. A path that cannot
 // be opened (missing, or through a symlink) is an error, never skipped: dropping a read rule would deny reads, and
 // dropping a write rule would run the command with less than the policy says while
@@ -292,6 +351,9 @@ func addLandlockPathRule(rulesetFD int, rule landlockRule) error {
 		Flags:   unix.O_PATH | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_NO_SYMLINKS,
 	})
+	if rule.optional && err != nil {
+		return nil
+	}
 	if errors.Is(err, unix.ELOOP) {
 		return fmt.Errorf("opening rule path %q: a component is a symlink (rule paths must be canonical)", rule.path)
 	}
@@ -301,10 +363,12 @@ func addLandlockPathRule(rulesetFD int, rule landlockRule) error {
 	defer unix.Close(fd)
 	access := rule.access
 	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
+	if rule.optional {
+		// Typed by the directory listing; should the entry have changed since,
+		// the kernel refuses dir rights on a file (EINVAL) and the rule is skipped.
+	} else if err := unix.Fstat(fd, &st); err != nil {
 		return fmt.Errorf("stat of rule path %q: %w", rule.path, err)
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFDIR && access&^landlockFSFileRights != 0 {
+	} else if st.Mode&unix.S_IFMT != unix.S_IFDIR && access&^landlockFSFileRights != 0 {
 		// A writable root that is not a directory: trimming the rule to file rights
 		// would silently drop what the policy asked for.
 		return fmt.Errorf("rule path %q is not a directory", rule.path)
@@ -313,7 +377,7 @@ func addLandlockPathRule(rulesetFD int, rule landlockRule) error {
 	_, _, errno := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(rulesetFD), unix.LANDLOCK_RULE_PATH_BENEATH,
 		uintptr(unsafe.Pointer(&attr)), 0, 0, 0)
 	runtime.KeepAlive(&attr)
-	if errno != 0 {
+	if errno != 0 && !rule.optional {
 		return fmt.Errorf("adding Landlock rule for %q: %w", rule.path, errno)
 	}
 	return nil

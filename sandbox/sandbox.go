@@ -36,7 +36,9 @@
 //	mode, owner, times, xattrs      full (EROFS)     seccomp filter        NOT governed beside roots
 //	                                                 (amd64, arm64)
 //	/tmp                            private tmpfs    read-only             host /tmp writable
-//	/dev                            private --dev    only /dev/null        only /dev/null
+//	/dev                            private --dev    writes: /dev/null;    writes: /dev/null;
+//	                                                 reads: null, zero,    reads: the same
+//	                                                 full, random, urandom
 //	network deny                    --unshare-net +  TCP rules (ABI >= 4) + non-unix sockets refused
 //	                                vsock refused
 //	host IPC (SysV, POSIX mqueues)  own namespace    NOT governed          NOT governed

@@ -155,3 +155,36 @@ func TestInterruptFromTerminalEndsTheSandbox(t *testing.T) {
 		master.Close()
 	}
 }
+
+// TestConfinedCommandCannotOpenOtherTerminals: a confined command cannot open one of
+// the user's terminals by path (/dev/pts/N) and so cannot read what is typed into it.
+// Under Landlock the read rules cover every entry of "/" but /dev; under bwrap /dev is
+// private. Controls: under danger-full-access the same open works, and the Landlock
+// run still reads /dev/urandom and files elsewhere.
+func TestConfinedCommandCannotOpenOtherTerminals(t *testing.T) {
+	s := newScratch(t)
+	master, slave := openPTY(t)
+	defer master.Close()
+	defer slave.Close()
+	script := fmt.Sprintf("exec 3<%s && echo opened; head -c 4 /dev/urandom | wc -c; head -c 1 /etc/passwd", slave.Name())
+	for _, c := range []struct {
+		args   []string
+		opened bool
+	}{
+		{[]string{"--runner", "landlock"}, false},
+		{[]string{"--runner", "landlock", "--mode", "workspace-write"}, false},
+		{[]string{"--runner", "bwrap"}, false},
+		{[]string{"--mode", "danger-full-access"}, true},
+	} {
+		if c.args[0] == "--runner" {
+			requireRung(t, c.args[1], 1)
+		}
+		r := toh(t, s.ws, nil, append(append([]string{"--policy", s.noPolicy}, c.args...), "-c", script)...)
+		if got := strings.Contains(r.stdout, "opened"); got != c.opened {
+			t.Errorf("%q: opened %s: %v, want %v (stdout %q, stderr %q)", c.args, slave.Name(), got, c.opened, r.stdout, r.stderr)
+		}
+		if !strings.Contains(r.stdout, "4\nr") {
+			t.Errorf("%q: /dev/urandom or /etc/passwd not read: stdout %q, stderr %q", c.args, r.stdout, r.stderr)
+		}
+	}
+}
