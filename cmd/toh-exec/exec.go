@@ -282,7 +282,9 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if conf.Backend != sandbox.BackendLandlock || conf.Stage != nil {
 		onePForSpawn()
 	}
+	restoreTerminals := keepTerminals(stdin, stdout, stderr)
 	facts, err := sandbox.Run(conf, pol, cwd, env, out.stdio(stdin, catchSignals()))
+	restoreTerminals()
 	if err != nil {
 		var interrupted *sandbox.InterruptedError
 		if errors.As(err, &interrupted) {

@@ -188,3 +188,54 @@ func TestConfinedCommandCannotOpenOtherTerminals(t *testing.T) {
 		}
 	}
 }
+
+// TestTerminalSettingsDoNotOutlastTheRun: a confined command that changes the
+// settings of the terminal it was given (stty -echo -icanon) does not leave them so
+// for the user's shell. Control: under danger-full-access the change stays, so the
+// test would see one.
+func TestTerminalSettingsDoNotOutlastTheRun(t *testing.T) {
+	s := newScratch(t)
+	for _, c := range []struct {
+		args []string
+		kept bool
+	}{
+		{[]string{"--runner", "bwrap"}, true},
+		{[]string{"--runner", "landlock"}, true},
+		{[]string{"--mode", "danger-full-access"}, false},
+	} {
+		if c.args[0] == "--runner" {
+			requireRung(t, c.args[1], 1)
+		}
+		master, slave := openPTY(t)
+		go func() {
+			buf := make([]byte, 4096)
+			for {
+				if _, err := master.Read(buf); err != nil {
+					return
+				}
+			}
+		}()
+		before, err := unix.IoctlGetTermios(int(slave.Fd()), unix.TCGETS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if before.Lflag&(unix.ECHO|unix.ICANON) != unix.ECHO|unix.ICANON {
+			t.Fatalf("premise: a new pty without echo or canonical mode: %#x", before.Lflag)
+		}
+		cmd := exec.Command(tohExec, append(append([]string{"--policy", s.noPolicy}, c.args...), "-c", "stty -echo -icanon")...)
+		cmd.Dir = s.ws
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("%q: %v", c.args, err)
+		}
+		after, err := unix.IoctlGetTermios(int(slave.Fd()), unix.TCGETS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if kept := *after == *before; kept != c.kept {
+			t.Errorf("%q: settings kept %v, want %v (lflag %#x -> %#x)", c.args, kept, c.kept, before.Lflag, after.Lflag)
+		}
+		master.Close()
+		slave.Close()
+	}
+}
