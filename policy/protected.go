@@ -121,7 +121,11 @@ func kindOfMissing(p string) PathKind {
 // The git rule: entries under ".git/" apply to git directories that exist when this
 // runs. A workspace without a repository gets no such entries, so "git init" in a run
 // works (it must create .git/config and .git/hooks), and the repository it creates is
-// the run's own, hooks and configuration included. See the package doc, "Protected
+// the run's own, hooks and configuration included (git commands the user runs there
+// later run its hooks). One exception: a root without a repository of its own that
+// lies inside one (a workspace "repo/sub") gets r/.git itself protected, so that no
+// repository of the command's can shadow the enclosing one for git commands run in r;
+// "git init" there is refused. A ".git" made deeper (r/x/.git) is not prevented. See the package doc, "Protected
 // paths", for why commondir and the pointer file are protected and what stays open.
 //
 // Symbolic links: a protected spelling that passes through symlinks (the entry
@@ -191,6 +195,14 @@ func (x Execution) ProtectedPaths() []ProtectedPath {
 			continue
 		}
 		dirs, pointer, links := gitDirsOf(r)
+		if len(dirs) == 0 && pointer == "" && len(links) == 0 && insideRepository(r) {
+			// No repository of its own, inside someone's: a ".git" made here would
+			// shadow the enclosing repository for every git command run in r, the
+			// user's next one included, with hooks and configuration of the command's
+			// own. Missing, it gets a directory stand-in, which git's discovery passes
+			// over (found by review).
+			add(ProtectedPath{Path: r + "/.git", Reason: ProtectGit, Entry: ".git"}, false)
+		}
 		if pointer != "" {
 			add(ProtectedPath{Path: pointer, Reason: ProtectGit}, false)
 		}
@@ -252,6 +264,21 @@ func (x Execution) WithWorktreeRoots() Execution {
 	x.WritableRoots = writable
 	x.WorktreeRoots = added
 	return x
+}
+
+// insideRepository reports whether a directory above r holds a ".git" (a directory,
+// a pointer file or a link), where git's discovery from r would find a repository.
+// It does not stop where git would (a file system boundary, GIT_CEILING_DIRECTORIES):
+// protecting one name too many only refuses "git init" in r.
+func insideRepository(r string) bool {
+	for d := path.Dir(r); ; d = path.Dir(d) {
+		if _, err := os.Lstat(canon.HostSpelling(path.Join(d, ".git"))); err == nil {
+			return true
+		}
+		if d == "/" {
+			return false
+		}
+	}
 }
 
 func withinAnyRoot(p string, roots []string) bool {

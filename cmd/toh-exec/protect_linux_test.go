@@ -863,3 +863,38 @@ func TestPolicyFileBehindALinkInTheWorkspaceIsRefused(t *testing.T) {
 		t.Fatalf("premise: the replaced link did not change the next call's mode: %+v", e.Result)
 	}
 }
+
+// TestNestedRepositoryCannotShadowTheEnclosingOne: with the workspace a directory
+// inside a repository ("repo/sub"), a command cannot make sub/.git, a repository of
+// its own that every git command run in sub would use instead (its core.fsmonitor
+// runs unconfined at the user's next "git status"). bwrap keeps the name with an
+// empty stand-in, the fence denies it. Controls: afterwards git in sub still finds
+// the enclosing repository; in a workspace inside no repository, "git init" works.
+func TestNestedRepositoryCannotShadowTheEnclosingOne(t *testing.T) {
+	testutil.RequireBwrap(t)
+	s := newScratch(t)
+	repo := filepath.Dir(s.ws)
+	if out, err := exec.Command("git", "init", "-q", repo).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v %s", err, out)
+	}
+	shadow := `git init -q . && git config core.fsmonitor "touch fsmonitor-ran; false" && echo shadowed`
+	for _, extra := range [][]string{nil, {"--fence"}} {
+		args := append(append([]string{"--policy", s.noPolicy, "--runner", "bwrap", "--mode", "workspace-write"}, extra...), "-c", shadow)
+		r := toh(t, s.ws, nil, args...)
+		if r.code == 0 || strings.Contains(r.stdout, "shadowed") {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want git init refused", extra, r.code, r.stdout, r.stderr)
+		}
+		absent(t, filepath.Join(s.ws, ".git"))
+		top, err := exec.Command("git", "-C", s.ws, "rev-parse", "--show-toplevel").Output()
+		if err != nil || strings.TrimSpace(string(top)) != repo {
+			t.Errorf("%q: git in the workspace finds %q (%v), want the enclosing %s", extra, top, err, repo)
+		}
+	}
+	// Control: inside no repository, the run's "git init" works (its repository is
+	// the run's own).
+	os.RemoveAll(filepath.Join(repo, ".git"))
+	r := toh(t, s.ws, nil, "--policy", s.noPolicy, "--runner", "bwrap", "--mode", "workspace-write", "-c", shadow)
+	if r.code != 0 || !strings.Contains(r.stdout, "shadowed") {
+		t.Errorf("control: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+}
