@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/toh-sandbox/toh/canon"
+	"github.com/toh-sandbox/toh/internal/textsafe"
 	"github.com/toh-sandbox/toh/policy"
 )
 
@@ -105,7 +106,9 @@ func (c *Chain) Select(ctx context.Context, useCache bool) (Provider, []ProbeRes
 			for _, p := range f.Probes {
 				var err error
 				if p.Error != "" {
-					err = fmt.Errorf("%s (cached verdict; --refresh-probe probes again)", p.Error)
+					// Printed to the user's terminal: a file a command may once have
+					// written must not carry escape sequences there (found by review).
+					err = fmt.Errorf("%s (cached verdict; --refresh-probe probes again)", textsafe.Visible(p.Error))
 				}
 				results = append(results, ProbeResult{Backend: p.Backend, Err: err})
 			}
@@ -214,3 +217,4 @@ func probeErrors(results []ProbeResult) error {
 	}
 	return errors.Join(errs...)
 }
+

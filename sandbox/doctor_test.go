@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -338,5 +339,33 @@ func TestCacheStatus(t *testing.T) {
 	noPath, _ := NewChain(Options{Self: "/proc/self/exe", ProbeTimeout: DefaultProbeTimeout, Cache: &ProbeCache{}})
 	if s := noPath.cacheStatus("bwrap"); s.State != "none" || s.Current {
 		t.Fatalf("no cache location: %+v", s)
+	}
+}
+
+// TestCachedProbeErrorsArePrintable: a cached verdict's error text may have been
+// written by a command (a cache inside an earlier run's writable root), and it is
+// printed to the user's terminal: escape sequences come back escaped. Control: the
+// verdict itself is still read from the cache.
+func TestCachedProbeErrorsArePrintable(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "probe.json")
+	c, err := NewChain(Options{Self: "/proc/self/exe", ProbeTimeout: DefaultProbeTimeout, Cache: &ProbeCache{Path: path}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Candidates) < 2 {
+		t.Skip("a single-candidate chain reads no cache")
+	}
+	hostile := "no namespaces\x1b]0;OWNED\x07\x1b[2J"
+	if err := c.cache.store(cacheFile{Version: 1, Key: cacheKey(c.keyFiles),
+		Probes: []cacheProbe{{Backend: BackendBwrap, Error: hostile}, {Backend: BackendLandlock, Error: "disabled"}}}); err != nil {
+		t.Fatal(err)
+	}
+	p, results := c.Select(context.Background(), true)
+	if p != nil || len(results) != 2 || results[0].Err == nil {
+		t.Fatalf("the cached verdict was not used: %v %+v", p, results)
+	}
+	msg := results[0].Err.Error()
+	if strings.ContainsAny(msg, "\x1b\x07") || !strings.Contains(msg, `no namespaces\x1b]0;OWNED\a\x1b[2J`) {
+		t.Fatalf("cached error printed as %q", msg)
 	}
 }

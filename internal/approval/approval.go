@@ -24,9 +24,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"unicode"
-	"unicode/utf8"
 
+	"github.com/toh-sandbox/toh/internal/textsafe"
 	"github.com/toh-sandbox/toh/policy"
 )
 
@@ -123,7 +122,7 @@ func (t Terminal) Ask(ctx context.Context, req Request) (Outcome, error) {
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 	fmt.Fprintf(tty, "toh: escalation requested\n  command:       %s\n  cwd:           %s\n  mode:          %s -> %s\n  justification: %s\nAllow this command once under %q? [y/N] ",
-		quoteArgv(req.Argv), visible(req.Cwd), req.CurrentMode, req.RequestedMode, visible(req.Justification), req.RequestedMode)
+		quoteArgv(req.Argv), textsafe.Visible(req.Cwd), req.CurrentMode, req.RequestedMode, textsafe.Visible(req.Justification), req.RequestedMode)
 	answer := make(chan string, 1)
 	go func() {
 		line, err := bufio.NewReader(tty).ReadString('\n')
@@ -156,7 +155,7 @@ func (t Terminal) Ask(ctx context.Context, req Request) (Outcome, error) {
 func quoteArgv(argv []string) string {
 	q := make([]string, len(argv))
 	for i, a := range argv {
-		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`") || visible(a) != a {
+		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`") || textsafe.Visible(a) != a {
 			q[i] = strconv.QuoteToGraphic(a)
 		} else {
 			q[i] = a
@@ -165,14 +164,3 @@ func quoteArgv(argv []string) string {
 	return strings.Join(q, " ")
 }
 
-// visible escapes everything that is not a printable character: the text comes from
-// the agent, and a terminal escape sequence in it could redraw the prompt.
-func visible(s string) string {
-	for _, r := range s {
-		if !unicode.IsGraphic(r) || r == utf8.RuneError {
-			q := strconv.QuoteToGraphic(s)
-			return q[1 : len(q)-1]
-		}
-	}
-	return s
-}
