@@ -217,4 +217,3 @@ func probeErrors(results []ProbeResult) error {
 	}
 	return errors.Join(errs...)
 }
-

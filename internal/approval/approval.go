@@ -163,4 +163,3 @@ func quoteArgv(argv []string) string {
 	}
 	return strings.Join(q, " ")
 }
-
