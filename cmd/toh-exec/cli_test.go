@@ -318,3 +318,32 @@ func TestInheritedDescriptorsDoNotReachTheCommand(t *testing.T) {
 		t.Fatalf("result fd carries %q, want exactly toh-exec's two result lines", results)
 	}
 }
+
+// TestDeletedWorkingDirectoryIsCannotStart: a working directory removed under
+// toh-exec is a failure to start (124, CANNOT_START), not an invalid policy.
+// Control: from the same directory before its removal, the call runs.
+func TestDeletedWorkingDirectoryIsCannotStart(t *testing.T) {
+	s := newScratch(t)
+	gone := filepath.Join(s.ws, "gone")
+	for _, remove := range []bool{false, true} {
+		os.MkdirAll(gone, 0o755)
+		script := `cd "$1" && shift && exec "$@"`
+		if remove {
+			script = `cd "$1" && rmdir "$1" && shift && exec "$@"`
+		}
+		cmd := exec.Command("sh", "-c", script, "sh", gone, tohExec, "--json", "--policy", s.noPolicy, "--", "true")
+		out, err := cmd.Output()
+		var e envelope
+		json.Unmarshal(out, &e)
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+		switch {
+		case !remove && code != 0:
+			t.Fatalf("control: exit %d %s", code, out)
+		case remove && (code != exitCannotStart || e.Error == nil || e.Error.Code != "CANNOT_START"):
+			t.Fatalf("removed: exit %d, %s; want %d CANNOT_START", code, out, exitCannotStart)
+		}
+	}
+}

@@ -163,7 +163,7 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 	pol, code, err := resolvePolicy(f.policyFile, f.session, deployment, "")
 	if err != nil {
-		return out.fail(code, "POLICY_INVALID", err)
+		return out.fail(code, policyErrorCode(code), err)
 	}
 	cwd, _ := os.Getwd()
 	env := os.Environ()
@@ -201,7 +201,7 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		case approval.AllowedOnce:
 			pol, code, err = resolvePolicy(f.policyFile, f.session, deployment, requested)
 			if err != nil {
-				return out.fail(code, "POLICY_INVALID", err)
+				return out.fail(code, policyErrorCode(code), err)
 			}
 		case approval.Rejected:
 			return out.fail(exitEscalation, "ESCALATION_REJECTED", errors.New(policy.RejectedText("command", requested)))
@@ -299,8 +299,10 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		if facts.RunnerFailed {
 			chain.DropCache()
+			out.facts = &facts
 		}
-		out.facts = &facts
+		// Otherwise nothing ran (the fence stage could not be set up, say): no
+		// result, whose exitCode would read as the command's.
 		return out.unavailable(err)
 	}
 	if facts.Denied {
@@ -310,6 +312,15 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 	}
 	return out.finish(facts)
+}
+
+// policyErrorCode names a resolvePolicy failure by its exit code: the working
+// directory gone is a failure to start, not an invalid policy.
+func policyErrorCode(code int) string {
+	if code == exitCannotStart {
+		return "CANNOT_START"
+	}
+	return "POLICY_INVALID"
 }
 
 func escalationCode(err error) string {

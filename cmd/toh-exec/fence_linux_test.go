@@ -309,6 +309,10 @@ func TestFenceFailsClosedWithoutFUSE(t *testing.T) {
 	if !strings.Contains(e.Stderr, "fence") {
 		t.Errorf("the message does not say the fence failed: %q", e.Stderr)
 	}
+	if e.Result != nil {
+		// Nothing ran: a result's exitCode 0 would read as the command's.
+		t.Errorf("a result for a run that never started: %s", out)
+	}
 	absent(t, marker)
 	// Positive control: the same run without --fence runs.
 	r := toh(t, s.ws, nil, "--policy", s.noPolicy, "--runner", "bwrap", "--mode", "workspace-write",
