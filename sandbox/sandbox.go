@@ -156,8 +156,12 @@
 //     failure: a command that prints one and exits non-zero is reported as never
 //     having run (SANDBOX_UNAVAILABLE), though it ran. bwrap's own status output
 //     (--json-status-fd) reports the child's pid before its set-up can still fail,
-//     so it does not tell the two apart either; the Landlock rung's 125-and-prefix
-//     rule does not have this weakness.
+//     so it does not tell the two apart either. The Landlock rung's 125-and-prefix
+//     rule has it too wherever the launcher stage runs as a process of its own
+//     (--fence runs, a traced toh-exec, a host that refuses the exec hold): "echo
+//     'landlock-run: x' >&2; exit 125" reads as a launcher failure there. A status
+//     pipe that the launcher's execve closes would tell them apart; it needs the fd
+//     carried through the fence host and stage.
 package sandbox
 
 import (
