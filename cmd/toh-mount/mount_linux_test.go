@@ -316,6 +316,42 @@ func TestMalformedPolicyRefusesToStart(t *testing.T) {
 	}
 }
 
+// TestPolicyBehindALinkInTheWorkspaceRefusesToStart: a policy file reached through
+// a link that lies in a writable root could be redirected through the mount (an
+// atomic "mv -T" of a new link over it) to a file of the caller's, naming
+// danger-full-access; toh-mount refuses to start (exit 3). Control: the same file
+// named by its target serves.
+func TestPolicyBehindALinkInTheWorkspaceRefusesToStart(t *testing.T) {
+	testutil.RequireFUSE(t)
+	tr := newTree(t, policy.WorkspaceWrite)
+	if err := os.Mkdir(tr.src+"/cfg", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	inside := tr.src + "/cfg/policy.json"
+	if err := os.Rename(tr.policy, inside); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("cfg", tr.src+"/cfglink"); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary, "--policy", tr.src+"/cfglink/policy.json", "--audit", tr.audit, tr.src, tr.mnt)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	if cmd.ProcessState.ExitCode() != exitPolicy || !strings.Contains(stderr.String(), "passes through the symbolic link") {
+		t.Errorf("policy through a link: %v, stderr %q; want exit %d", err, stderr.String(), exitPolicy)
+	}
+	if mountCount(tr.mnt) != 0 {
+		t.Fatal("mounted with a policy file behind a movable link")
+	}
+	// Control: named by its target, the same file serves, and writes land.
+	tr.policy = inside
+	startDaemon(t, tr.src, tr.mnt, tr.args()...)
+	if err := writeFile(tr.mnt+"/alive", "1"); err != nil {
+		t.Fatalf("control: write through the mount: %v", err)
+	}
+}
+
 // TestRefusesToServeItself: a mountpoint inside SOURCE, or an audit log inside the
 // mountpoint, would make the daemon a client of its own mount; toh-mount refuses
 // before mounting, says why, and leaves no audit log behind that it created.
