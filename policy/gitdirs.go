@@ -7,6 +7,7 @@ import (
 	"path"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/toh-sandbox/toh/canon"
 )
@@ -273,17 +274,21 @@ func linksOn(p string) []string {
 }
 
 // readSmall reads a regular file (never through a final symlink) of at most
-// maxGitFileBytes.
+// maxGitFileBytes. The open neither follows a link nor waits: a FIFO swapped in for
+// the name after a check would otherwise block the reader until someone writes to
+// it, and the fence resolves its protected paths under a lock that every mutation
+// of the mount waits for (found by review: a racer on the host wedged a mount this
+// way). What was opened is checked, not what the name was before.
 func readSmall(file string) ([]byte, bool) {
-	fi, err := os.Lstat(file)
-	if err != nil || !fi.Mode().IsRegular() || fi.Size() > maxGitFileBytes {
-		return nil, false
-	}
-	f, err := os.Open(file)
+	f, err := os.OpenFile(file, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, false
 	}
 	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() > maxGitFileBytes {
+		return nil, false
+	}
 	b, err := io.ReadAll(io.LimitReader(f, maxGitFileBytes+1))
 	if err != nil || len(b) > maxGitFileBytes {
 		return nil, false

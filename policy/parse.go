@@ -10,6 +10,7 @@ import (
 	"os"
 	"reflect"
 	"slices"
+	"syscall"
 	"unicode/utf8"
 )
 
@@ -76,7 +77,9 @@ func readPolicyMode(path string) ([]byte, fs.FileMode, error) {
 	} else if !fi.Mode().IsRegular() {
 		return nil, 0, fmt.Errorf("not a regular file (%v)", fi.Mode().Type())
 	}
-	fh, err := os.Open(path)
+	// Not waiting at the open: a FIFO swapped in since the stat would block the
+	// reader (the fence's watcher, or toh-exec) until someone wrote to it.
+	fh, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, 0, err
 	}
