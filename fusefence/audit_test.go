@@ -151,3 +151,61 @@ func TestAuditLogNeverBlocks(t *testing.T) {
 		t.Errorf("%d written + %d dropped != %d logged", events, dropped, 10*auditQueue)
 	}
 }
+
+// TestAuditLogIsBounded: past its bound the log counts denials instead of writing
+// them, and every denial is accounted for (written, or in a dropped note). Control:
+// below the bound every event is written.
+func TestAuditLogIsBounded(t *testing.T) {
+	for _, c := range []struct {
+		max     int64
+		bounded bool
+	}{{1 << 20, false}, {4096, true}} {
+		path := filepath.Join(t.TempDir(), "audit.jsonl")
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := startAudit(f, path, c.max)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const n = 1000
+		long := strings.Repeat("\xff", 200) // invalid UTF-8: one U+FFFD in the text, the bytes in base64
+		for i := range n {
+			a.Log(Event{Op: "ioctl", Path: long, HostPath: "/w/" + long, Rule: RuleReadOnly})
+			if i%100 == 0 {
+				a.Sync()
+			}
+		}
+		if err := a.Close(); err != nil {
+			t.Fatal(err)
+		}
+		fi, _ := os.Stat(path)
+		var events, dropped uint64
+		r, _ := os.Open(path)
+		err = ReadAudit(r, func(rec Record) error {
+			if rec.Dropped > 0 {
+				dropped += rec.Dropped
+			} else {
+				events++
+				if rec.Path != long {
+					t.Errorf("path read back as %q", rec.Path)
+				}
+			}
+			return nil
+		})
+		r.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if events+dropped != n {
+			t.Errorf("max %d: %d written + %d dropped, want %d", c.max, events, dropped, n)
+		}
+		if c.bounded && (fi.Size() > c.max+auditNoteRoom || dropped == 0 || fi.Size() > c.max+64*10) {
+			t.Errorf("max %d: size %d with %d dropped, want the bound kept", c.max, fi.Size(), dropped)
+		}
+		if !c.bounded && dropped != 0 {
+			t.Errorf("control: %d dropped below the bound", dropped)
+		}
+	}
+}
