@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -75,7 +76,11 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 	if n.isSymlink() {
 		fm = formEntry
 	}
-	g, errno := n.f.judge(ctx, s, op, rel, fm, reachInode)
+	r := reachInode
+	if hasUID || hasGID || (hasMode && mode&0o022 != 0) {
+		r = reachAccess
+	}
+	g, errno := n.f.judge(ctx, s, op, rel, fm, r)
 	if errno != 0 {
 		return errno
 	}
@@ -181,27 +186,36 @@ func timeArg(in *fuse.SetAttrIn, set bool, nowFlag uint32, sec uint64, nsec uint
 var _ = (fs.NodeSetxattrer)((*node)(nil))
 
 func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
-	return n.xattr(ctx, "setxattr", func(proc string) error { return unix.Setxattr(proc, attr, data, int(flags)) })
+	return n.xattr(ctx, "setxattr", xattrReach(attr), func(proc string) error { return unix.Setxattr(proc, attr, data, int(flags)) })
 }
 
 var _ = (fs.NodeRemovexattrer)((*node)(nil))
 
 func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
-	return n.xattr(ctx, "removexattr", func(proc string) error { return unix.Removexattr(proc, attr) })
+	return n.xattr(ctx, "removexattr", xattrReach(attr), func(proc string) error { return unix.Removexattr(proc, attr) })
+}
+
+// xattrReach is reachAccess for a POSIX ACL (which can grant others write), else
+// reachInode.
+func xattrReach(attr string) reach {
+	if strings.HasPrefix(attr, "system.posix_acl_") {
+		return reachAccess
+	}
+	return reachInode
 }
 
 // xattr changes an extended attribute of what the node leads to. Attributes of a
 // symlink node itself are judged, then refused with EOPNOTSUPP: before Linux 6.13
 // there is no call that reaches a symlink's xattrs through a descriptor without
 // following it (and Linux allows only trusted.* and security.* there anyway).
-func (n *node) xattr(ctx context.Context, op string, fn func(proc string) error) syscall.Errno {
+func (n *node) xattr(ctx context.Context, op string, r reach, fn func(proc string) error) syscall.Errno {
 	s := n.f.acquire()
 	defer s.release()
 	fm := formInode
 	if n.isSymlink() {
 		fm = formEntry
 	}
-	g, errno := n.f.judge(ctx, s, op, n.rel(), fm, reachInode)
+	g, errno := n.f.judge(ctx, s, op, n.rel(), fm, r)
 	if errno != 0 {
 		return errno
 	}

@@ -130,7 +130,11 @@
 //     rename, symlink, link, a new non-directory) are also denied at a strict
 //     ancestor of it: `mv .git x`, or a prepared directory, file or symlink moved to
 //     `.git`, would otherwise move protected content out of reach or swap new
-//     content in. danger-full-access allows everything but device nodes.
+//     content in. So are changes that widen who may change an ancestor (a mode
+//     giving the group or others write, chown, a POSIX ACL): `chmod 0777 .git`
+//     would let another local user replace the hooks later, outside the fence.
+//     `toh-exec why --op write` does not tell widening from narrowing and answers
+//     allow there. danger-full-access allows everything but device nodes.
 //  3. The mutation is performed relative to a descriptor of the parent opened with
 //     canon.OpenParentBeneath from a cached O_PATH descriptor of the writable root
 //     (openat2 RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS|RESOLVE_NO_MAGICLINKS, or a

@@ -207,3 +207,39 @@ func TestRenameWhiteoutDenied(t *testing.T) {
 		e.noRecords(string(mode) + ": control rename")
 	}
 }
+
+// TestAccessWideningAboveGuardedPathsDenied: a chmod that gives the group or others
+// write, or a chown, of a directory above a protected path is denied: it would let
+// another local user replace .git/hooks later, on the host, outside every fence.
+// Controls: a narrowing chmod there lands, and so does a widening one elsewhere.
+func TestAccessWideningAboveGuardedPathsDenied(t *testing.T) {
+	e := newEnv(t, policy.WorkspaceWrite, "file src/.git/config [core]", "file src/.git/hooks/pre-commit x", "dir src/other")
+	e.records()
+	mode := func(p string) uint32 {
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Mode & 0o7777
+	}
+	before := mode(e.s(".git"))
+	err := unix.Chmod(e.m(".git"), 0o777)
+	e.expectDenial("chmod 0777 .git", err, "chmod", RuleProtected, ".git")
+	err = unix.Chmod(e.m("."), 0o777)
+	e.expectDenial("chmod 0777 of the root", err, "chmod", RuleProtected, ".")
+	err = unix.Chown(e.m(".git"), 4242, 4242)
+	e.expectDenial("chown .git", err, "chown", RuleProtected, ".git")
+	if got := mode(e.s(".git")); got != before {
+		t.Errorf(".git's mode changed: %o -> %o", before, got)
+	}
+	if err := unix.Chmod(e.m(".git"), 0o700); err != nil {
+		t.Fatalf("control: chmod 0700 .git: %v", err)
+	}
+	if err := unix.Chmod(e.m("other"), 0o777); err != nil {
+		t.Fatalf("control: chmod 0777 other: %v", err)
+	}
+	e.noRecords("controls")
+	if got := mode(e.s(".git")); got != 0o700 {
+		t.Errorf("control: .git's mode %o, want 700", got)
+	}
+}

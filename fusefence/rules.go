@@ -49,6 +49,13 @@ const (
 	// `mv prepared .git` (or a .git file or symlink naming another git directory)
 	// would move protected content out of reach or swap in new content.
 	reachCarrier
+	// reachAccess widens who may change an existing object: a mode that gives the
+	// group or others write, a new owner or group, a POSIX ACL. Denied at or
+	// beneath a guarded path like reachInode, and also at a strict ancestor of one
+	// (found by review: "chmod 0777 .git" let any local user replace .git/hooks on
+	// the host later, outside every fence). Narrowing (chmod 0700 .git) stays a
+	// plain reachInode.
+	reachAccess
 )
 
 // placement is where an allowed mutation is performed: relative to the writable root
@@ -139,7 +146,7 @@ func guards(g, target string, r reach) bool {
 	if canon.LexicallyWithin(target, g) {
 		return true
 	}
-	return r == reachCarrier && canon.LexicallyWithin(g, target)
+	return (r == reachCarrier || r == reachAccess) && canon.LexicallyWithin(g, target)
 }
 
 // relTo is target relative to root, which contains it.
