@@ -87,7 +87,15 @@
 // user who later runs git in a repository an agent created runs whatever the agent
 // put in its configuration, as with any other file the agent wrote (a Makefile, a
 // package.json script). The same holds for a submodule git directory or a worktree
-// directory created by the run ("git submodule add", "git worktree add").
+// directory created by the run ("git submodule add", "git worktree add"). One
+// exception: a root without a repository of its own that lies inside someone else's
+// ("repo/sub") gets "<root>/.git" itself protected, so that no repository of the
+// command's shadows the enclosing one for git commands run in the root.
+//
+// Protection keeps a path from being changed, not its ancestors from being opened to
+// others: under bwrap and Landlock a command may "chmod 0777 .git", after which any
+// local user can replace .git/hooks on the host once the run ended. The fence denies
+// such widening above a protected path; the runners cannot tell paths apart there.
 //
 // Beyond the entries themselves, three files decide where git looks for a git
 // directory's hooks and configuration and are protected with them (reason "git"):
