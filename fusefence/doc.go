@@ -182,7 +182,10 @@
 //     and so is everything else through that descriptor that still reaches the
 //     daemon (ftruncate, fallocate, copy_file_range, chmod). What is given up:
 //     the descriptor that created a file keeps writing that file after a
-//     tightening, until it is closed, and those writes leave no audit record.
+//     tightening, until it is closed, and those writes leave no audit record. The
+//     same holds after the daemon is killed: the mount then fails every operation
+//     that reaches it, but such a descriptor's writes go to its backing file,
+//     which the kernel holds (found by review), again only the file it created.
 //     That file held nothing before the caller created it, so no content a
 //     tightening protects is at stake, with one exception: a file created within
 //     a new repository's grace bound stays writable through its creating
