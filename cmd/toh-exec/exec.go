@@ -268,8 +268,17 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if _, err := os.Stat(mount); err != nil {
 		mount = ""
 	}
-	if err := ownProgramRefusal(pol, conf.Backend, program{"toh-exec", self}, program{"toh-mount", mount},
-		program{"the runner", conf.Argv[0]}, program{"the approval command", f.approvalCmd}); err != nil {
+	// As invoked too: a link to toh-exec inside a root (a project's bin/) is what
+	// the next call runs, whatever it leads to now.
+	invoked := ""
+	if strings.Contains(os.Args[0], "/") {
+		invoked = filepath.Join(cwd, os.Args[0])
+		if filepath.IsAbs(os.Args[0]) {
+			invoked = os.Args[0]
+		}
+	}
+	if err := ownProgramRefusal(pol, conf.Backend, program{"toh-exec", self}, program{"toh-exec", invoked},
+		program{"toh-mount", mount}, program{"the runner", conf.Argv[0]}, program{"the approval command", f.approvalCmd}); err != nil {
 		return out.fail(exitCannotStart, "CANNOT_START", err)
 	}
 	if f.verbose {

@@ -67,6 +67,21 @@ func TestOwnProgramsInAWritableRootRefuseTheRun(t *testing.T) {
 			t.Errorf("%s from %s, read-only: exit %d, stderr %q", c.rung, c.bin, r.code, r.stderr)
 		}
 	}
+	// A link in the workspace to the binary outside it is what the next call runs
+	// (a project's bin/ on $PATH): refused too; the binary itself runs.
+	link := filepath.Join(s.ws, "toh-link")
+	if err := os.Symlink(tohExec, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		bin     string
+		refused bool
+	}{{link, true}, {tohExec, false}} {
+		r := runBin(t, c.bin, s.ws, "--policy", s.noPolicy, "--runner", "bwrap", "--mode", "workspace-write", "-c", "echo ran")
+		if refused := r.code == exitCannotStart && strings.Contains(r.stderr, "lies beneath the writable root"); refused != c.refused || (!c.refused && r.code != 0) {
+			t.Errorf("through %s: exit %d, stderr %q; want refused %v", c.bin, r.code, r.stderr, c.refused)
+		}
+	}
 }
 
 // TestApprovalCommandMustBeAbsoluteAndOutOfReach: a name would be looked up in $PATH,
