@@ -502,3 +502,36 @@ func TestFencePolicyFileAttemptIsRecorded(t *testing.T) {
 		}
 	}
 }
+
+// TestFenceLooksUpFusermountInSystemDirsOnly: for a caller other than root the fence
+// mounts through fusermount3, which go-fuse looks up in $PATH; a workspace directory
+// on $PATH (a virtualenv's bin) let a command plant one that ran unconfined at the
+// next fenced run. The host looks helpers up in system directories only, and the
+// command still gets the caller's $PATH. Controls: the fenced run works, and its
+// command sees the planted directory first on its $PATH.
+func TestFenceLooksUpFusermountInSystemDirsOnly(t *testing.T) {
+	testutil.RequireFUSE(t)
+	if os.Geteuid() == 0 {
+		t.Skip("root mounts without fusermount3; the unprivileged leg runs this")
+	}
+	s := &fenceScratch{scratch: newScratch(t)}
+	s.cache = filepath.Join(s.beside, "cache.json")
+	bin := filepath.Join(s.ws, "bin")
+	marker := filepath.Join(s.beside, "planted-ran")
+	os.MkdirAll(bin, 0o755)
+	script := fmt.Sprintf("#!/bin/sh\necho ran > %s\nexec /usr/bin/fusermount3 \"$@\"\n", marker)
+	if err := os.WriteFile(filepath.Join(bin, "fusermount3"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := "PATH=" + bin + ":" + os.Getenv("PATH")
+	e := s.runWithin(t, tohLimit, "landlock", `echo "$PATH" > path-seen`, path)
+	if e.Result == nil || e.Result.ExitCode == nil || *e.Result.ExitCode != 0 {
+		t.Fatalf("the fenced run failed: %+v %+v %q", e.Result, e.Error, e.Stderr)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the fusermount3 planted on $PATH ran")
+	}
+	if b, _ := os.ReadFile(filepath.Join(s.ws, "path-seen")); !strings.HasPrefix(string(b), bin+":") {
+		t.Errorf("the command's $PATH is %q, want the caller's", b)
+	}
+}

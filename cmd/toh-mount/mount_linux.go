@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/toh-sandbox/toh/fusefence"
+	"github.com/toh-sandbox/toh/internal/trustedpath"
 	"github.com/toh-sandbox/toh/policy"
 )
 
@@ -54,6 +55,9 @@ func runMount(o mountOptions, stderr io.Writer) int {
 		logf("%v", err)
 		return exitNoFUSE
 	}
+	// fusermount3 (a user other than root) from the system directories only: the
+	// caller's $PATH may hold a directory the mount's own callers can write.
+	trustedpath.Set()
 	if os.Geteuid() != 0 {
 		if _, err := exec.LookPath("fusermount3"); err != nil {
 			logf("fusermount3 not found: install fuse3 (it mounts FUSE file systems for users other than root)")

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/toh-sandbox/toh/internal/fencerun"
+	"github.com/toh-sandbox/toh/internal/trustedpath"
 	"github.com/toh-sandbox/toh/policy"
 	"github.com/toh-sandbox/toh/sandbox"
 )
@@ -54,6 +55,9 @@ func HostMain(args []string) int {
 	if resultFD < 3 || len(args) < 2 || path == "" || cwd == "" || len(roots) == 0 {
 		return usage("internal host of toh-exec --fence; not for direct use")
 	}
+	// fusermount3 (a caller other than root) is looked up in system directories
+	// only; the command gets the caller's environment.
+	env := trustedpath.Set()
 	unix.CloseOnExec(resultFD)
 	out := os.NewFile(uintptr(resultFD), "fence-result")
 	fail := func(err error) int {
@@ -72,7 +76,7 @@ func HostMain(args []string) int {
 	if err != nil {
 		return fail(err)
 	}
-	cmd := &exec.Cmd{Path: path, Args: args[1:], Dir: cwd, Env: os.Environ(),
+	cmd := &exec.Cmd{Path: path, Args: args[1:], Dir: cwd, Env: env,
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
 	// Caught from before Wrap: for a caller other than root, Wrap mounts on the host,
 	// and go-fuse's last mount step opens and closes a file on that mount, served
