@@ -24,7 +24,14 @@ package sandbox
 //   - toh-exec killed by SIGKILL cannot end them (bwrap's --die-with-parent can):
 //     they are reparented to init and live on, confined, as before.
 //   - A process that stays in the kernel after SIGKILL (an uninterruptible wait) is
-//     not waited for beyond leftoverWait; it never runs user code again either way.
+//     not waited for beyond leftoverWait without progress; it never runs user code
+//     again either way. A fork storm makes progress and is outlasted.
+//   - Children this process had before the run (inherited across the execve that
+//     made it toh-exec) are not the run's and are left alone (ownChildren).
+//   - Not closed: under a per-user process limit that the command's storm
+//     exhausts, the Go runtime may fail to start a thread during the cleanup and
+//     toh-exec dies (seen once by review); a cgroup, or a PID namespace the rung
+//     cannot have, would end the run's processes without that risk.
 
 import (
 	"errors"
@@ -50,19 +57,45 @@ func becomeSubreaper() error {
 	return nil
 }
 
-// endLeftovers kills and reaps every child this process has and every descendant of
-// theirs, until none is left or leftoverWait has passed. It must only run when no
-// child of this process is anybody else's to wait for.
-func endLeftovers() error {
+// ownChildren returns the children this process has before a run starts: ones it
+// inherited across the execve that made it toh-exec (a wrapper's "helper &; exec
+// toh-exec ..."), which are not the run's (found by review). nil when there are none,
+// the common case, answered by one call.
+func ownChildren() (map[int]bool, error) {
+	if !hasChildren() {
+		return nil, nil
+	}
+	kids, err := childrenOf("self")
+	if err != nil {
+		return nil, err
+	}
+	own := map[int]bool{}
+	for _, k := range kids {
+		own[k] = true
+	}
+	return own, nil
+}
+
+// endLeftovers kills and reaps every child this process has but those in keep (see
+// ownChildren), and every descendant of theirs, until none is left or leftoverWait
+// has passed. It must only run when no other child of this process is anybody
+// else's to wait for. A child in keep is never reaped, so its pid is never reused.
+func endLeftovers(keep map[int]bool) error {
 	deadline := time.Now().Add(leftoverWait)
 	pause := 20 * time.Microsecond
 	for {
 		if !hasChildren() {
 			return nil
 		}
-		kids, err := childrenOf("self")
+		all, err := childrenOf("self")
 		if err != nil {
 			return err
+		}
+		var kids []int
+		for _, k := range all {
+			if !keep[k] {
+				kids = append(kids, k)
+			}
 		}
 		if len(kids) == 0 {
 			return nil
@@ -82,6 +115,14 @@ func endLeftovers() error {
 			if got, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil); got == pid || errors.Is(err, unix.ECHILD) {
 				reaped++
 			}
+		}
+		if reaped > 0 {
+			// Progress: a fork storm (clone(CLONE_PARENT) makes new children of
+			// this process) is outlasted, not given up on (found by review). Only
+			// killed processes that stay unreaped are waited for at most
+			// leftoverWait: they never run user code again.
+			deadline = time.Now().Add(leftoverWait)
+			pause = 20 * time.Microsecond
 		}
 		if reaped == len(kids) {
 			continue

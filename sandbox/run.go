@@ -480,8 +480,12 @@ func spawn(path string, argv []string, dir string, env []string, stdio Stdio, ta
 	if start == nil {
 		start = startExec
 	}
+	var inherited map[int]bool
 	if stdio.EndLeftovers {
 		if err := becomeSubreaper(); err != nil {
+			return 0, 0, err
+		}
+		if inherited, err = ownChildren(); err != nil {
 			return 0, 0, err
 		}
 	}
@@ -512,7 +516,7 @@ func spawn(path string, argv []string, dir string, env []string, stdio Stdio, ta
 	if stdio.EndLeftovers {
 		// Before the pipes are drained: a leftover holding one ends now, and the
 		// pipe with it, instead of PipeGrace later.
-		if lerr := endLeftovers(); lerr != nil && stdio.Stderr != nil {
+		if lerr := endLeftovers(inherited); lerr != nil && stdio.Stderr != nil {
 			fmt.Fprintf(stdio.Stderr, "toh-exec: %v\n", lerr)
 		}
 	}

@@ -627,3 +627,30 @@ func TestBwrapNetworkDenyRefusesVsock(t *testing.T) {
 		}
 	}
 }
+
+// TestInheritedChildrenAreNotTheRuns: a process toh-exec inherited as its child
+// across the execve that made it toh-exec (a wrapper's "helper & exec toh-exec") is
+// not one the run left behind and lives on. Control: in the same call, the command's
+// own background process is ended.
+func TestInheritedChildrenAreNotTheRuns(t *testing.T) {
+	requireRung(t, "landlock", 1)
+	s := newScratch(t)
+	tag := fmt.Sprintf("3601.%d%d", os.Getpid(), time.Now().UnixNano()%1e6)
+	own := fmt.Sprintf("3602.%d%d", os.Getpid(), time.Now().UnixNano()%1e6)
+	cmd := exec.Command("sh", "-c", `sleep "$1" </dev/null >/dev/null 2>&1 & shift; exec "$@"`, "sh", tag,
+		tohExec, "--policy", s.noPolicy, "--runner", "landlock", "-c", "sleep "+own+" </dev/null >/dev/null 2>&1 &")
+	cmd.Dir = s.ws
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	inherited, left := processesWithArg(t, tag), processesWithArg(t, own)
+	for _, pid := range append(inherited, left...) {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	if len(inherited) != 1 {
+		t.Errorf("the inherited child: %v alive, want 1", inherited)
+	}
+	if len(left) != 0 {
+		t.Errorf("control: the run's own leftover is alive: %v", left)
+	}
+}
