@@ -18,8 +18,9 @@ import (
 // by writing them.
 func keepTerminals(streams ...any) (restore func()) {
 	type saved struct {
-		fd  int
-		tio *unix.Termios
+		fd          int
+		tio         *unix.Termios
+		ldisc, excl int
 	}
 	var kept []saved
 	for _, s := range streams {
@@ -28,21 +29,38 @@ func keepTerminals(streams ...any) (restore func()) {
 			continue
 		}
 		fd := int(f.Fd())
-		if tio, err := unix.IoctlGetTermios(fd, unix.TCGETS); err == nil {
-			kept = append(kept, saved{fd, tio})
+		tio, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+		if err != nil {
+			continue
 		}
+		// The line discipline (N_NULL leaves a dead terminal) and exclusive mode
+		// (no one else may open it: pagers, sudo, ssh) outlast a run as well
+		// (found by review); both are read without side effects.
+		ldisc, _ := unix.IoctlGetInt(fd, unix.TIOCGETD)
+		excl, _ := unix.IoctlGetInt(fd, unix.TIOCGEXCL)
+		kept = append(kept, saved{fd, tio, ldisc, excl})
 	}
 	return func() {
 		ignored := false
-		for _, k := range kept {
-			now, err := unix.IoctlGetTermios(k.fd, unix.TCGETS)
-			if err != nil || *now == *k.tio {
-				continue
-			}
+		ignore := func() {
 			if !ignored {
 				signal.Ignore(syscall.SIGTTOU)
 				ignored = true
 			}
+		}
+		for _, k := range kept {
+			if ld, err := unix.IoctlGetInt(k.fd, unix.TIOCGETD); err == nil && ld != k.ldisc {
+				ignore()
+				_ = unix.IoctlSetPointerInt(k.fd, unix.TIOCSETD, k.ldisc)
+			}
+			if ex, err := unix.IoctlGetInt(k.fd, unix.TIOCGEXCL); err == nil && ex != 0 && k.excl == 0 {
+				_ = unix.IoctlSetInt(k.fd, unix.TIOCNXCL, 0)
+			}
+			now, err := unix.IoctlGetTermios(k.fd, unix.TCGETS)
+			if err != nil || *now == *k.tio {
+				continue
+			}
+			ignore()
 			_ = unix.IoctlSetTermios(k.fd, unix.TCSETS, k.tio)
 		}
 	}

@@ -15,7 +15,30 @@ import (
 	"github.com/toh-sandbox/toh/internal/testutil"
 )
 
-func init() { subprocessRoles["tiocsti"] = tiocsti }
+func init() {
+	subprocessRoles["tiocsti"] = tiocsti
+	subprocessRoles["tty-mess"] = ttyMess
+}
+
+// ttyMess changes what a command can change of the terminal on its stdin: echo and
+// canonical mode off, the N_NULL line discipline, exclusive mode.
+func ttyMess() int {
+	tio, err := unix.IoctlGetTermios(0, unix.TCGETS)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	tio.Lflag &^= unix.ECHO | unix.ICANON
+	errs := []error{unix.IoctlSetTermios(0, unix.TCSETS, tio), unix.IoctlSetPointerInt(0, unix.TIOCSETD, 27),
+		unix.IoctlSetInt(0, unix.TIOCEXCL, 0)}
+	for _, err := range errs {
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 3
+		}
+	}
+	return 0
+}
 
 // tiocsti pushes a command into the controlling terminal's input queue, as an
 // attacker would to have the user's shell run it after the sandbox exits.
@@ -190,10 +213,14 @@ func TestConfinedCommandCannotOpenOtherTerminals(t *testing.T) {
 }
 
 // TestTerminalSettingsDoNotOutlastTheRun: a confined command that changes the
-// settings of the terminal it was given (stty -echo -icanon) does not leave them so
-// for the user's shell. Control: under danger-full-access the change stays, so the
+// settings of the terminal it was given (echo and canonical mode off, the N_NULL
+// line discipline, exclusive mode) does not leave them so for the user's shell. Control: under danger-full-access the change stays, so the
 // test would see one.
 func TestTerminalSettingsDoNotOutlastTheRun(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
 	s := newScratch(t)
 	for _, c := range []struct {
 		args []string
@@ -222,18 +249,33 @@ func TestTerminalSettingsDoNotOutlastTheRun(t *testing.T) {
 		if before.Lflag&(unix.ECHO|unix.ICANON) != unix.ECHO|unix.ICANON {
 			t.Fatalf("premise: a new pty without echo or canonical mode: %#x", before.Lflag)
 		}
-		cmd := exec.Command(tohExec, append(append([]string{"--policy", s.noPolicy}, c.args...), "-c", "stty -echo -icanon")...)
+		ldisc, _ := unix.IoctlGetInt(int(slave.Fd()), unix.TIOCGETD)
+		cmd := exec.Command(tohExec, append(append([]string{"--policy", s.noPolicy}, c.args...), "--", self)...)
 		cmd.Dir = s.ws
+		cmd.Env = append(os.Environ(), "TOH_TEST_SUBPROCESS=tty-mess")
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
 		if err := cmd.Run(); err != nil {
 			t.Fatalf("%q: %v", c.args, err)
 		}
+		ldiscAfter, _ := unix.IoctlGetInt(int(slave.Fd()), unix.TIOCGETD)
+		excl, _ := unix.IoctlGetInt(int(slave.Fd()), unix.TIOCGEXCL)
+		if ldiscAfter != ldisc {
+			// Termios requests go through the line discipline, and N_NULL
+			// refuses them: put it back to read what else the command left.
+			unix.IoctlSetPointerInt(int(slave.Fd()), unix.TIOCSETD, ldisc)
+		}
 		after, err := unix.IoctlGetTermios(int(slave.Fd()), unix.TCGETS)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("%q: %v", c.args, err)
 		}
 		if kept := *after == *before; kept != c.kept {
 			t.Errorf("%q: settings kept %v, want %v (lflag %#x -> %#x)", c.args, kept, c.kept, before.Lflag, after.Lflag)
+		}
+		if kept := ldiscAfter == ldisc; kept != c.kept {
+			t.Errorf("%q: line discipline kept %v, want %v (%d -> %d)", c.args, kept, c.kept, ldisc, ldiscAfter)
+		}
+		if kept := excl == 0; kept != c.kept {
+			t.Errorf("%q: left exclusive %v, want %v", c.args, !kept, !c.kept)
 		}
 		master.Close()
 		slave.Close()
