@@ -123,9 +123,10 @@ func kindOfMissing(p string) PathKind {
 // works (it must create .git/config and .git/hooks), and the repository it creates is
 // the run's own, hooks and configuration included (git commands the user runs there
 // later run its hooks). One exception: a root without a repository of its own that
-// lies inside one (a workspace "repo/sub") gets r/.git itself protected, so that no
-// repository of the command's can shadow the enclosing one for git commands run in r;
-// "git init" there is refused. A ".git" made deeper (r/x/.git) is not prevented. See the package doc, "Protected
+// lies inside one (a workspace "repo/sub") gets r/.git and r/HEAD protected, so that
+// no repository of the command's (r/.git, or r itself as a bare repository) can
+// shadow the enclosing one for git commands run in r; "git init" there is refused. A
+// repository made deeper (r/x/.git, or r/x as a bare one) is not prevented. See the package doc, "Protected
 // paths", for why commondir and the pointer file are protected and what stays open.
 //
 // Symbolic links: a protected spelling that passes through symlinks (the entry
@@ -200,8 +201,12 @@ func (x Execution) ProtectedPaths() []ProtectedPath {
 			// shadow the enclosing repository for every git command run in r, the
 			// user's next one included, with hooks and configuration of the command's
 			// own. Missing, it gets a directory stand-in, which git's discovery passes
-			// over (found by review).
+			// over (found by review). r itself would be taken for a bare repository
+			// with HEAD, objects/ and refs/ (and its config read, core.worktree and
+			// core.fsmonitor included): HEAD gets a file stand-in, which is no valid
+			// HEAD. objects, refs and config are common names in a project.
 			add(ProtectedPath{Path: r + "/.git", Reason: ProtectGit, Entry: ".git"}, false)
+			add(ProtectedPath{Path: r + "/HEAD", Reason: ProtectGit, Entry: "HEAD"}, false)
 		}
 		if pointer != "" {
 			add(ProtectedPath{Path: pointer, Reason: ProtectGit}, false)

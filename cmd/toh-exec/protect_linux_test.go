@@ -878,13 +878,29 @@ func TestNestedRepositoryCannotShadowTheEnclosingOne(t *testing.T) {
 		t.Fatalf("git init: %v %s", err, out)
 	}
 	shadow := `git init -q . && git config core.fsmonitor "touch fsmonitor-ran; false" && echo shadowed`
+	// The workspace itself as a bare repository whose config names it as worktree.
+	bare := `mkdir -p objects refs && echo "ref: refs/heads/main" > HEAD && ` +
+		`printf '[core]
+	repositoryformatversion = 0
+	bare = false
+	worktree = %s
+	fsmonitor = "touch fsmonitor-ran; false"
+' "$PWD" > config && echo shadowed`
 	for _, extra := range [][]string{nil, {"--fence"}} {
-		args := append(append([]string{"--policy", s.noPolicy, "--runner", "bwrap", "--mode", "workspace-write"}, extra...), "-c", shadow)
-		r := toh(t, s.ws, nil, args...)
-		if r.code == 0 || strings.Contains(r.stdout, "shadowed") {
-			t.Errorf("%q: exit %d, stdout %q, stderr %q; want git init refused", extra, r.code, r.stdout, r.stderr)
+		for _, script := range []string{shadow, bare} {
+			args := append(append([]string{"--policy", s.noPolicy, "--runner", "bwrap", "--mode", "workspace-write"}, extra...), "-c", script)
+			r := toh(t, s.ws, nil, args...)
+			if r.code == 0 || strings.Contains(r.stdout, "shadowed") {
+				t.Errorf("%q %.20q: exit %d, stdout %q, stderr %q; want it refused", extra, script, r.code, r.stdout, r.stderr)
+			}
+			exec.Command("git", "-C", s.ws, "status").Run()
+			absent(t, filepath.Join(s.ws, "fsmonitor-ran"))
+			os.RemoveAll(filepath.Join(s.ws, "objects"))
+			os.RemoveAll(filepath.Join(s.ws, "refs"))
+			os.RemoveAll(filepath.Join(s.ws, "config"))
 		}
 		absent(t, filepath.Join(s.ws, ".git"))
+		absent(t, filepath.Join(s.ws, "HEAD"))
 		top, err := exec.Command("git", "-C", s.ws, "rev-parse", "--show-toplevel").Output()
 		if err != nil || strings.TrimSpace(string(top)) != repo {
 			t.Errorf("%q: git in the workspace finds %q (%v), want the enclosing %s", extra, top, err, repo)
