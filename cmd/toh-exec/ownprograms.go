@@ -2,11 +2,13 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"github.com/toh-sandbox/toh/canon"
 	"github.com/toh-sandbox/toh/policy"
 	"github.com/toh-sandbox/toh/sandbox"
+	"golang.org/x/sys/unix"
 )
 
 // The programs toh-exec runs outside any sandbox, or that decide one: toh-exec
@@ -31,6 +33,13 @@ import (
 //     writable roots of the standing mode.
 //   - Only the programs that exist are checked: a toh-mount that is not installed
 //     is not run either.
+//   - A path is not the only way in: another hard link to the same file inside a
+//     root is (found by review; a bind mount would be too, and is not looked for).
+//     A program with more than one link that the caller could write through such
+//     a link (root, or write permission) is refused too, since the links cannot be
+//     listed. A confined command cannot make such a link itself: bwrap's roots are
+//     other mounts than the programs' (EXDEV), and Landlock refuses a link from
+//     outside its roots (no refer right there).
 
 // program is one of toh-exec's own programs: what it is, and its path ("" for none).
 type program struct{ what, path string }
@@ -57,6 +66,11 @@ func ownProgramRefusal(pol policy.Execution, backend sandbox.Backend, programs .
 					return fmt.Errorf("%s %q lies beneath the writable root %q: the command could replace it, and the next call would run the replacement outside the sandbox; install it outside the writable roots", pr.what, pr.path, r)
 				}
 			}
+		}
+		var st unix.Stat_t
+		if unix.Stat(pr.path, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Nlink > 1 &&
+			(os.Geteuid() == 0 || unix.Access(pr.path, unix.W_OK) == nil) {
+			return fmt.Errorf("%s %q has %d hard links, and one of them could lie in a writable root, where the command could rewrite it for the next call to run outside the sandbox; install a copy of its own (cp, not ln)", pr.what, pr.path, st.Nlink)
 		}
 	}
 	return nil

@@ -67,6 +67,28 @@ func TestOwnProgramsInAWritableRootRefuseTheRun(t *testing.T) {
 			t.Errorf("%s from %s, read-only: exit %d, stderr %q", c.rung, c.bin, r.code, r.stderr)
 		}
 	}
+	// A hard link in the workspace to the toh-mount of a copy outside it: the copy
+	// is refused while the link exists, and runs once it is gone.
+	hlDir, err := os.MkdirTemp("/var/tmp", "toh-own-hl-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(hlDir) })
+	os.Chmod(hlDir, 0o755)
+	hl := installCopy(t, hlDir)
+	inside := filepath.Join(s.ws, "mount-link")
+	if err := os.Link(filepath.Join(hlDir, "toh-mount"), inside); err != nil {
+		t.Fatal(err)
+	}
+	r := runBin(t, hl, s.ws, "--policy", s.noPolicy, "--runner", "bwrap", "--mode", "workspace-write", "-c", "echo ran")
+	if r.code != exitCannotStart || !strings.Contains(r.stderr, "hard links") {
+		t.Errorf("a hard link in the workspace: exit %d, stderr %q; want the run refused", r.code, r.stderr)
+	}
+	os.Remove(inside)
+	if r := runBin(t, hl, s.ws, "--policy", s.noPolicy, "--runner", "bwrap", "--mode", "workspace-write", "-c", "echo ran"); r.code != 0 {
+		t.Errorf("control: the copy without the hard link: exit %d, stderr %q", r.code, r.stderr)
+	}
+
 	// A link in the workspace to the binary outside it is what the next call runs
 	// (a project's bin/ on $PATH): refused too; the binary itself runs.
 	link := filepath.Join(s.ws, "toh-link")
