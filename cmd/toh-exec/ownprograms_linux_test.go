@@ -25,6 +25,20 @@ func installCopy(t *testing.T, dir string) string {
 	return filepath.Join(dir, "toh-exec")
 }
 
+// tempDir makes a directory below parent that every user may enter, removed after t.
+func tempDir(t *testing.T, parent string) string {
+	t.Helper()
+	d, err := os.MkdirTemp(parent, "toh-own-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	if err := os.Chmod(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
 // TestOwnProgramsInAWritableRootRefuseTheRun: a workspace-write run whose command
 // could replace toh-exec or the toh-mount beside it (both run outside any sandbox at
 // the next call) is refused before it starts, on both rungs. /tmp counts under
@@ -33,13 +47,7 @@ func installCopy(t *testing.T, dir string) string {
 func TestOwnProgramsInAWritableRootRefuseTheRun(t *testing.T) {
 	s := newScratch(t)
 	inWs := installCopy(t, filepath.Join(s.ws, "bin"))
-	tmpDir, err := os.MkdirTemp("/tmp", "toh-own-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(tmpDir) })
-	os.Chmod(tmpDir, 0o755)
-	inTmp := installCopy(t, tmpDir)
+	inTmp := installCopy(t, tempDir(t, "/tmp"))
 	marker := filepath.Join(s.ws, "ran")
 	for _, c := range []struct {
 		rung, bin string
@@ -69,15 +77,9 @@ func TestOwnProgramsInAWritableRootRefuseTheRun(t *testing.T) {
 	}
 	// A hard link in the workspace to the toh-mount of a copy outside it: the copy
 	// is refused while the link exists, and runs once it is gone.
-	hlDir, err := os.MkdirTemp("/var/tmp", "toh-own-hl-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(hlDir) })
-	os.Chmod(hlDir, 0o755)
-	hl := installCopy(t, hlDir)
+	hl := installCopy(t, tempDir(t, "/var/tmp"))
 	inside := filepath.Join(s.ws, "mount-link")
-	if err := os.Link(filepath.Join(hlDir, "toh-mount"), inside); err != nil {
+	if err := os.Link(filepath.Join(filepath.Dir(hl), "toh-mount"), inside); err != nil {
 		t.Fatal(err)
 	}
 	r := runBin(t, hl, s.ws, "--policy", s.noPolicy, "--runner", "bwrap", "--mode", "workspace-write", "-c", "echo ran")
