@@ -128,7 +128,9 @@ func (c *Client) Started() error {
 		}()
 		return nil
 	case strings.HasPrefix(line, "error "):
-		return fmt.Errorf("fence: %s", strings.TrimSpace(strings.TrimPrefix(line, "error ")))
+		// The host's own errors already say "fence: ".
+		msg := strings.TrimSpace(strings.TrimPrefix(line, "error "))
+		return errors.New("fence: " + strings.TrimPrefix(msg, "fence: "))
 	}
 	return fmt.Errorf("fence: unexpected report from %s: %q", hostBinary, line)
 }
