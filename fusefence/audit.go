@@ -176,6 +176,7 @@ func (a *AuditLog) run() {
 		if full && !final && time.Since(lastNote) < time.Second {
 			// At the bound, dropped notes come once a second at most.
 		} else if n := a.dropped.Load(); n > 0 && a.size+int64(len(batch)) < a.max+auditNoteRoom {
+			// Subtracts n (two's complement), keeping what Log counted meanwhile.
 			a.dropped.Add(-n)
 			batch = fmt.Appendf(batch, "{\"dropped\":%d}\n", n)
 			lastNote = time.Now()

@@ -126,8 +126,9 @@ func kindOfMissing(p string) PathKind {
 // lies inside one (a workspace "repo/sub") gets r/.git and r/HEAD protected, so that
 // no repository of the command's (r/.git, or r itself as a bare repository) can
 // shadow the enclosing one for git commands run in r; "git init" there is refused. A
-// repository made deeper (r/x/.git, or r/x as a bare one) is not prevented. See the package doc, "Protected
-// paths", for why commondir and the pointer file are protected and what stays open.
+// repository made deeper (r/x/.git, or r/x as a bare one) is not prevented. See the
+// package doc, "Protected paths", for why commondir and the pointer file are
+// protected and what stays open.
 //
 // Symbolic links: a protected spelling that passes through symlinks (the entry
 // itself a link, a link on its way, a .git symlink, links in the text of a .git file

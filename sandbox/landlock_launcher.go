@@ -93,10 +93,10 @@ package sandbox
 // but /dev, where only null, zero, full, random and urandom may be read (the host's
 // terminals live there: reading another of the user's /dev/pts/N takes what is typed
 // into it), so a terminal re-opened by path (/dev/tty, /dev/stdin on a terminal) can be
-// neither read nor written, and on ABI >= 5 device ioctls on
-// newly opened devices fail; file-system-specific ioctls beyond the list above (btrfs
-// subvolume flags, for instance) are not filtered; --net-deny leaves pathname unix sockets reachable (as bwrap --unshare-net
-// does) and, below ABI 6, abstract unix sockets too.
+// neither read nor written, and on ABI >= 5 device ioctls on newly opened devices
+// fail; file-system-specific ioctls beyond the list above (btrfs subvolume flags, for
+// instance) are not filtered; --net-deny leaves pathname unix sockets reachable (as
+// bwrap --unshare-net does) and, below ABI 6, abstract unix sockets too.
 
 import (
 	"errors"

@@ -214,8 +214,8 @@ func TestConfinedCommandCannotOpenOtherTerminals(t *testing.T) {
 
 // TestTerminalSettingsDoNotOutlastTheRun: a confined command that changes the
 // settings of the terminal it was given (echo and canonical mode off, the N_NULL
-// line discipline, exclusive mode) does not leave them so for the user's shell. Control: under danger-full-access the change stays, so the
-// test would see one.
+// line discipline, exclusive mode) does not leave them so for the user's shell.
+// Control: under danger-full-access the changes stay, so the test would see one.
 func TestTerminalSettingsDoNotOutlastTheRun(t *testing.T) {
 	self, err := os.Executable()
 	if err != nil {
