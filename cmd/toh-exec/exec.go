@@ -265,9 +265,6 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		conf.Stage = stage
 	}
 	mount := filepath.Join(filepath.Dir(self), "toh-mount")
-	if _, err := os.Stat(mount); err != nil {
-		mount = ""
-	}
 	// As invoked too: a link to toh-exec inside a root (a project's bin/) is what
 	// the next call runs, whatever it leads to now.
 	invoked := ""

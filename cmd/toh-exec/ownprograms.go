@@ -31,8 +31,8 @@ import (
 //     which often holds directories a command can write: a virtualenv's bin,
 //     node_modules/.bin), and is checked before it is asked as well, against the
 //     writable roots of the standing mode.
-//   - Only the programs that exist are checked: a toh-mount that is not installed
-//     is not run either.
+//   - A program that does not exist (a toh-mount not installed) is checked by its
+//     path only: it lies beside toh-exec, where toh-exec's own check applies.
 //   - A path is not the only way in: another hard link to the same file inside a
 //     root is (found by review; a bind mount would be too, and is not looked for).
 //     A program with more than one link that the caller could write through such
@@ -50,10 +50,12 @@ func ownProgramRefusal(pol policy.Execution, backend sandbox.Backend, programs .
 	if pol.Mode != policy.WorkspaceWrite {
 		return nil
 	}
+	seen := map[string]bool{}
 	for _, pr := range programs {
-		if pr.path == "" {
-			continue
+		if pr.path == "" || seen[pr.path] {
+			continue // the Landlock rung's runner is toh-exec itself
 		}
+		seen[pr.path] = true
 		// Canonicalized once (a few lstats), then compared lexically with each
 		// (canonical) root.
 		spellings := []string{filepath.Clean(pr.path), canon.Canonical(pr.path)}
