@@ -23,6 +23,11 @@ set -euo pipefail
 ROUNDS=${ROUNDS:-300}
 PERF_RUNS=${PERF_RUNS:-200}
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# toh-exec hands each runner it execs a status pipe at descriptor 3 (sandbox/status.go),
+# and the raw runner argv names it (--json-status-fd 3, --status-fd 3): every command
+# started below inherits this one, so the raw rows run that same argv. bwrap then writes
+# its records to /dev/null where toh-exec reads them from a pipe.
+exec 3>/dev/null
 
 OUT=${OUT:-$repo/bench/results}
 bench_setup

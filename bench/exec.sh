@@ -31,6 +31,11 @@ WARMUP=${WARMUP:-5}
 INTERLEAVED=${INTERLEAVED:-300}
 HF_STYLE=${HF_STYLE:-basic}
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# toh-exec hands each runner it execs a status pipe at descriptor 3 (sandbox/status.go),
+# and the raw runner argv names it (--json-status-fd 3, --status-fd 3): every command
+# started below inherits this one, so the raw rows run that same argv. bwrap then writes
+# its records to /dev/null where toh-exec reads them from a pipe.
+exec 3>/dev/null
 OUT=${OUT:-$repo/bench/results}
 
 command -v hyperfine >/dev/null || die "hyperfine is not installed (apt-get install -y hyperfine)"

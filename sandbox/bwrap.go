@@ -53,7 +53,7 @@ func (b *bwrapProvider) Confine(argv []string, pol policy.Execution) (Confined, 
 	args, standIns, fenced := bwrapArgv(pol, argv, b.guarded)
 	return Confined{
 		FencedRoots:        fenced,
-		Argv:               append([]string{b.path}, args...),
+		Argv:               withStatusFD(statusBwrap, append([]string{b.path}, args...)),
 		Backend:            BackendBwrap,
 		Enforcement:        EnforcementFull,
 		DenialSignatures:   denial,
@@ -62,6 +62,7 @@ func (b *bwrapProvider) Confine(argv []string, pol policy.Execution) (Confined, 
 		SignalAsStatus:     true,
 		standIns:           standIns,
 		netFilter:          network == policy.NetworkDeny,
+		status:             statusBwrap,
 	}, nil
 }
 

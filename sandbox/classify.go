@@ -27,7 +27,9 @@ type Classification struct {
 }
 
 // Classify reads a finished run in c's own dialect (SPEC §4.3). It is a report, not a
-// boundary: the confined command controls its stderr and can imitate either dialect.
+// boundary: the confined command controls its stderr and can imitate either dialect,
+// which is why [Run] asks the runner's status pipe first (status.go) and reads the
+// runner-failure rule only when no runner said the command started.
 //
 //   - A spawn error yields the zero Classification: whether it is a runner failure
 //     depends on which program failed and why, which only the spawner knows.

@@ -226,30 +226,61 @@ func waitForUnrestrictedThreads(t *testing.T) []string {
 	}
 }
 
-// Run started the command itself on the direct path, so a command that imitates the
-// launcher (a "landlock-run: " line, exit 125) is an ordinary result there. Negative
-// control: through the launcher stage the same run can only be read by the dialect,
-// which calls it a runner failure.
-func TestLandlockDirectCommandCannotFakeRunnerFailure(t *testing.T) {
+// A command that imitates the launcher (a "landlock-run: " line, exit 125) is an
+// ordinary result on both paths: Run started the command itself on the direct path,
+// and through the launcher stage the status pipe (status.go) closed empty at the
+// launcher's execve. Positive control: a real launcher failure through the stage (an
+// interpreter that does not exist) is a runner failure, its detail the line the
+// launcher wrote on the pipe. Negative control: the stage without a status pipe
+// (as before it existed) can only read the dialect, which calls the imitation a
+// runner failure.
+func TestLandlockCommandCannotFakeRunnerFailure(t *testing.T) {
 	requireLandlock(t, 1)
-	args := []string{"--mode", "read-only", "--", "bash", "-c", `echo "landlock-run: made up" >&2; exit 125`}
+	bad := filepath.Join(t.TempDir(), "bad-interpreter")
+	if err := os.WriteFile(bad, []byte("#!/nonexistent/interpreter\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fake := []string{"--mode", "read-only", "--", "bash", "-c", `echo "landlock-run: made up" >&2; exit 125`}
+	real := []string{"--mode", "read-only", "--", bad}
 	pol := policy.Execution{Mode: policy.ReadOnly, Network: policy.NetworkAllow}
 	env := append(os.Environ(), landlockHelperEnv+"="+landlockHelperValue)
 	dir, _ := os.Getwd()
-	for _, direct := range []bool{true, false} {
-		c := landlockConfined(t, "", args, direct)
+	run := func(t *testing.T, c Confined) (Facts, error, string) {
 		var stderr bytes.Buffer
 		facts, err := Run(c, pol, dir, env, Stdio{Stderr: &stderr})
-		if direct {
-			if err != nil || facts.RunnerFailed || facts.ExitCode != 125 || stderr.String() != "landlock-run: made up\n" {
-				t.Errorf("direct: err %v facts %+v stderr %q, want the command's own exit 125", err, facts, stderr.String())
-			}
-			continue
-		}
-		if err == nil || !facts.RunnerFailed || facts.RunnerFailure != "landlock-run: made up" {
-			t.Errorf("stage: err %v facts %+v, want the dialect's runner failure", err, facts)
-		}
+		return facts, err, stderr.String()
 	}
+	withStatus := func(c Confined) Confined {
+		// The helper's launcher arguments start after its four-word head.
+		c.Argv = slices.Concat(c.Argv[:4], []string{"--status-fd", strconv.Itoa(statusFD)}, c.Argv[4:])
+		c.status = statusLauncher
+		return c
+	}
+	t.Run("direct", func(t *testing.T) {
+		facts, err, stderr := run(t, landlockConfined(t, "", fake, true))
+		if err != nil || facts.RunnerFailed || facts.ExitCode != 125 || stderr != "landlock-run: made up\n" {
+			t.Errorf("err %v facts %+v stderr %q, want the command's own exit 125", err, facts, stderr)
+		}
+	})
+	t.Run("stage", func(t *testing.T) {
+		facts, err, stderr := run(t, withStatus(landlockConfined(t, "", fake, false)))
+		if err != nil || facts.RunnerFailed || facts.ExitCode != 125 || stderr != "landlock-run: made up\n" {
+			t.Errorf("err %v facts %+v stderr %q, want the command's own exit 125", err, facts, stderr)
+		}
+	})
+	t.Run("stage real failure", func(t *testing.T) {
+		facts, err, stderr := run(t, withStatus(landlockConfined(t, "", real, false)))
+		want := fmt.Sprintf("landlock-run: executing %q: no such file or directory", bad)
+		if err == nil || !facts.RunnerFailed || facts.RunnerFailure != want || stderr != want+"\n" {
+			t.Errorf("err %v facts %+v stderr %q, want the runner failure %q", err, facts, stderr, want)
+		}
+	})
+	t.Run("stage without status pipe", func(t *testing.T) {
+		facts, err, _ := run(t, landlockConfined(t, "", fake, false))
+		if err == nil || !facts.RunnerFailed || facts.RunnerFailure != "landlock-run: made up" {
+			t.Errorf("err %v facts %+v, want the dialect's runner failure", err, facts)
+		}
+	})
 }
 
 // The command shares its Landlock domain with the thread that started it, and

@@ -12,7 +12,7 @@ package sandbox
 // that is the same confinement, and why it was done: a second Go start per run).
 // Command line (built by [LandlockArgv]):
 //
-//	toh-exec __landlock-run [--probe] [--mode read-only|workspace-write] [--rw PATH]... [--net-deny] [--max-abi N] -- ARGV...
+//	toh-exec __landlock-run [--status-fd N] [--probe] [--mode read-only|workspace-write] [--rw PATH]... [--net-deny] [--max-abi N] -- ARGV...
 //
 //   - --mode is required for a run; with --probe it defaults to read-only and may only be
 //     read-only (the probe applies the read-only profile).
@@ -27,6 +27,12 @@ package sandbox
 //   - --max-abi N builds the ruleset for at most ABI N (>= 1). It can only lower what
 //     the kernel offers, never raise it; it exists so tests on a new kernel can run the
 //     older-ABI paths for real. [LandlockArgv] never emits it.
+//   - --status-fd N (N >= 3; first, when given) names a pipe the launcher marks
+//     close-on-exec before anything else and writes its failure line to, as well as
+//     to stderr, before it exits 125: a successful execve closes it empty, so the
+//     caller can tell the launcher's failure from a command imitating it
+//     (status.go). [Run] passes it whenever the launcher runs as a process of its
+//     own; [LandlockArgv] never emits it.
 //   - --probe applies the profile, prints one of the probe texts on stdout and exits 0;
 //     no ARGV is accepted.
 //   - "--" ends the flags; ARGV is looked up in $PATH like execvp(3) does.
@@ -134,7 +140,9 @@ type landlockFlags struct {
 	netDeny bool
 	probe   bool
 	maxABI  int // 0: no cap
-	argv    []string
+	// statusFD is the status pipe (--status-fd), 0 when none.
+	statusFD int
+	argv     []string
 }
 
 // LandlockArgv builds the launcher invocation for argv under pol:
@@ -173,12 +181,20 @@ func parseLandlockFlags(args []string) (landlockFlags, error) {
 			f.probe = true
 		case "--net-deny":
 			f.netDeny = true
-		case "--mode", "--rw", "--max-abi":
+		case "--mode", "--rw", "--max-abi", "--status-fd":
 			if i >= len(args) {
 				return f, fmt.Errorf("flag %s needs a value", a)
 			}
 			v := args[i]
 			i++
+			if a == "--status-fd" {
+				n, err := strconv.Atoi(v)
+				if err != nil || n < 3 || f.statusFD != 0 {
+					return f, fmt.Errorf("--status-fd %q: want one descriptor >= 3", v)
+				}
+				f.statusFD = n
+				continue
+			}
 			if a == "--max-abi" {
 				n, err := strconv.Atoi(v)
 				if err != nil || n < 1 || f.maxABI != 0 {
@@ -283,6 +299,24 @@ func landlockEnforcement(pol policy.Execution, abi int, seccompOK bool) (Enforce
 	}
 	// Metadata beneath and beside the roots and the protect list are ungoverned.
 	return EnforcementPartial, nil
+}
+
+// launcherStatusFD finds --status-fd in the launcher's arguments before they are
+// parsed, so that a failure to parse the rest is reported on the pipe too: the value
+// of the first --status-fd ahead of "--" when it is a descriptor >= 3, else 0.
+func launcherStatusFD(args []string) int {
+	for i, a := range args {
+		if a == "--" {
+			break
+		}
+		if a == "--status-fd" && i+1 < len(args) {
+			if n, err := strconv.Atoi(args[i+1]); err == nil && n >= 3 {
+				return n
+			}
+			break
+		}
+	}
+	return 0
 }
 
 // landlockFailureLine renders err as the launcher's single stderr line.

@@ -393,6 +393,13 @@ func LandlockLauncherMain(args []string) int {
 	// it instead of reusing a restricted thread.
 	runtime.LockOSThread()
 
+	if fd := launcherStatusFD(args); fd != 0 {
+		// Close-on-exec first: the command must never hold the pipe its runner
+		// reports on. A descriptor that is not open is no pipe to report on.
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC); err == nil {
+			launcherStatus = os.NewFile(uintptr(fd), "status")
+		}
+	}
 	f, err := parseLandlockFlags(args)
 	if err != nil {
 		return landlockFail(err)
@@ -441,7 +448,16 @@ func unwrapExecError(err error) error {
 	return err
 }
 
+// launcherStatus is the launcher's status pipe (--status-fd), nil when none.
+var launcherStatus *os.File
+
+// landlockFail prints err as the launcher's failure line, on stderr and on the status
+// pipe, and returns the launcher's failure status.
 func landlockFail(err error) int {
-	fmt.Fprintln(os.Stderr, landlockFailureLine(err))
+	line := landlockFailureLine(err)
+	if launcherStatus != nil {
+		_, _ = launcherStatus.WriteString(line + "\n")
+	}
+	fmt.Fprintln(os.Stderr, line)
 	return landlockExitFailure
 }

@@ -46,12 +46,13 @@ func (l *landlockProvider) Confine(argv []string, pol policy.Execution) (Confine
 	}
 	c := Confined{
 		FencedRoots:        fenced,
-		Argv:               LandlockArgv(l.self, pol, argv),
+		Argv:               withStatusFD(statusLauncher, LandlockArgv(l.self, pol, argv)),
 		Backend:            BackendLandlock,
 		Enforcement:        enf,
 		DenialSignatures:   denial,
 		RunnerFailureRules: rules,
 		Network:            network,
+		status:             statusLauncher,
 	}
 	// Run starts the command itself under exactly what the launcher would apply: the
 	// flags are parsed back from the launcher's argv, so the two paths cannot drift.

@@ -237,18 +237,37 @@ func Run(c Confined, pol policy.Execution, dir string, env []string, stdio Stdio
 	}
 	tail := &tailBuffer{max: TailBytes}
 	var start func(*exec.Cmd) (child, error)
-	if c.landlock != nil && c.Stage == nil {
+	// direct: Run starts the command itself (the Landlock rung without a stage), and
+	// Argv's runner never runs; otherwise Argv is exec'd and gets its status pipe.
+	direct := c.landlock != nil && c.Stage == nil
+	if direct {
 		f := *c.landlock
 		start = func(cmd *exec.Cmd) (child, error) { return startLandlocked(cmd, f) }
 	} else if c.netFilter {
 		start = startFiltered
 	}
-	code, sig, err := spawn(c.Argv[0], c.Argv, dir, env, stdio, tail, true, sigs, c.Stage, start)
+	var status *statusPipe
+	if !direct && c.status != statusNone {
+		var err error
+		if status, err = newStatusPipe(c.status); err != nil {
+			return facts, &SpawnError{Argv0: c.Argv[0], Err: err}
+		}
+	}
+	code, sig, err := spawn(c.Argv[0], c.Argv, dir, env, stdio, tail, true, sigs, c.Stage, status, start)
 	if hr := (*holdRefusedError)(nil); errors.As(err, &hr) {
 		// The direct start could not hold the command at its exec, and nothing ran:
 		// the launcher stage confines it the same way without ptrace.
-		start = nil
-		code, sig, err = spawn(c.Argv[0], c.Argv, dir, env, stdio, tail, true, sigs, c.Stage, nil)
+		start, direct = nil, false
+		if c.status != statusNone {
+			if status, err = newStatusPipe(c.status); err != nil {
+				return facts, &SpawnError{Argv0: c.Argv[0], Err: err}
+			}
+		}
+		code, sig, err = spawn(c.Argv[0], c.Argv, dir, env, stdio, tail, true, sigs, c.Stage, status, nil)
+	}
+	var said runnerStatus
+	if status != nil {
+		said = status.report()
 	}
 	var stageFailure string
 	if c.Stage != nil {
@@ -292,12 +311,16 @@ func Run(c Confined, pol policy.Execution, dir string, env []string, stdio Stdio
 		return facts, &UnavailableError{Mode: pol.Mode, RunnerFailure: stageFailure}
 	}
 	dialect := c
-	if start != nil {
-		// Run started the command itself and saw it start: nothing the command
-		// prints can be the launcher failing, so only the denial dialect is read.
+	if direct || said.commandStarted || (status != nil && status.kind == statusLauncher) {
+		// The command started (Run started it itself, or its runner says so), or the
+		// launcher's failure, if any, is on its status pipe: nothing the command
+		// prints can be the runner failing, so only the denial dialect is read.
 		dialect.RunnerFailureRules = RunnerFailureRules{}
 	}
 	cl := Classify(dialect, exit, tail.Bytes())
+	if said.failure != "" {
+		cl = Classification{RunnerFailed: true, Detail: said.failure}
+	}
 	facts.Denied = cl.Denied
 	if pol.Fence && facts.Fence == nil {
 		// Asked for, with nothing to fence (read-only has no writable roots): the
@@ -353,7 +376,7 @@ func RunUnconfined(mode policy.Mode, path string, argv []string, dir string, env
 		return facts, &SpawnError{Argv0: argv[0], Err: err}
 	}
 	stdio.EndLeftovers = false // the user's own command, left as it would be without toh-exec
-	code, sig, err := spawn(path, argv, dir, env, stdio, nil, false, nil, nil, nil)
+	code, sig, err := spawn(path, argv, dir, env, stdio, nil, false, nil, nil, nil, nil)
 	if err != nil {
 		return facts, &SpawnError{Argv0: argv[0], Err: err}
 	}
@@ -422,12 +445,17 @@ var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, sys
 //
 // start, when not nil, starts the prepared command in place of cmd.Start (the
 // Landlock rung's own start, startLandlocked); its errors are returned as they are.
-func spawn(path string, argv []string, dir string, env []string, stdio Stdio, tail *tailBuffer, newSession bool, sigs chan os.Signal, stage Stage, start func(*exec.Cmd) (child, error)) (code, sig int, err error) {
+func spawn(path string, argv []string, dir string, env []string, stdio Stdio, tail *tailBuffer, newSession bool, sigs chan os.Signal, stage Stage, status *statusPipe, start func(*exec.Cmd) (child, error)) (code, sig int, err error) {
 	// WaitDelay only matters for a Stdin that is not a file (exec.Cmd's own copying
 	// goroutine); stdout and stderr are drained by outputPipe.
 	cmd := &exec.Cmd{Path: path, Args: argv, Dir: dir, Env: env, Stdin: stdio.Stdin, WaitDelay: PipeGrace}
 	if newSession {
 		cmd.SysProcAttr = newSessionAttr()
+	}
+	if status != nil {
+		// Descriptor 3 (statusFD): the first extra file, ahead of any a stage adds.
+		cmd.ExtraFiles = []*os.File{status.w}
+		defer status.started()
 	}
 	if stage != nil {
 		if err := stage.Wrap(cmd); err != nil {
@@ -490,6 +518,7 @@ func spawn(path string, argv []string, dir string, env []string, stdio Stdio, ta
 		}
 	}
 	proc, err := start(cmd)
+	status.started()
 	for _, p := range outs {
 		// The child holds its own copies now (or never will): the pipes end when
 		// the command and whatever it left behind close theirs.

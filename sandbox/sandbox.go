@@ -60,6 +60,19 @@
 // denial dialect afterwards: a command that prints a "landlock-run: " line and exits
 // 125 is its own result, not a runner failure.
 //
+// # Runner failures
+//
+// SPEC §4.3 reads a runner failure from stderr, which the command writes too. So
+// every runner Run execs reports on a status pipe the command never holds
+// (status.go): bwrap's --json-status-fd, whose exit record says its child reached
+// execve, and the launcher stage's --status-fd, which carries its failure line. A run
+// whose runner says the command started is never a runner failure, whatever the
+// command printed; a launcher run is one exactly when the launcher's line arrived.
+// The SPEC's stderr rule is read only where no runner said so: bwrap that failed (or
+// a fake runner in tests), and Seatbelt. This is stricter than the SPEC's rule, never
+// looser: it only drops runner failures the command made up, which a harness could
+// otherwise answer by running it again unconfined.
+//
 // Enforcement is "full" for bwrap, "full" for Landlock read-only on ABI >= 5 with the
 // seccomp filter, and "partial" otherwise (Landlock workspace-write always, since a
 // seccomp filter cannot tell paths apart and Landlock cannot deny inside an allowed
@@ -152,16 +165,6 @@
 //     user namespace), a command can read, update and revoke the caller's keys.
 //     A seccomp rule could refuse keyctl(2), add_key(2) and request_key(2), at the
 //     cost of every command that reads credentials from a keyring.
-//   - SPEC §4.3's bwrap rule makes any stderr line containing "bwrap: " a runner
-//     failure: a command that prints one and exits non-zero is reported as never
-//     having run (SANDBOX_UNAVAILABLE), though it ran. bwrap's own status output
-//     (--json-status-fd) reports the child's pid before its set-up can still fail,
-//     so it does not tell the two apart either. The Landlock rung's 125-and-prefix
-//     rule has it too wherever the launcher stage runs as a process of its own
-//     (--fence runs, a traced toh-exec, a host that refuses the exec hold): "echo
-//     'landlock-run: x' >&2; exit 125" reads as a launcher failure there. A status
-//     pipe that the launcher's execve closes would tell them apart; it needs the fd
-//     carried through the fence host and stage.
 package sandbox
 
 import (
@@ -223,6 +226,10 @@ type Confined struct {
 	// launcher (landlock_direct_linux.go). Argv stays the launcher's, and is what runs
 	// when a Stage is set.
 	landlock *landlockFlags
+	// status, when set, is how Argv's runner reports on its status pipe, which Argv
+	// names at descriptor 3 (status.go): [Run] must then pass that pipe whenever it
+	// execs Argv.
+	status statusKind
 	// netFilter, when set, makes [Run] start Argv (or the Stage) from a thread with
 	// the bwrap rung's network-deny seccomp filter (bwrap_filter_linux.go): like the
 	// stand-ins, Argv alone does not carry it.

@@ -654,3 +654,49 @@ func TestInheritedChildrenAreNotTheRuns(t *testing.T) {
 		t.Errorf("control: the run's own leftover is alive: %v", left)
 	}
 }
+
+// A confined command that prints a runner's failure line and exits as the runner
+// would ("bwrap: ...", "landlock-run: ..." and 125, or 1) is reported as the command's
+// own result, on every path that execs a runner: bwrap (plain, with the network
+// filter, behind the fence stage) and the Landlock launcher behind the fence stage
+// (sandbox/status.go). The plain Landlock rung starts the command itself. Positive
+// control on each path: a runner that really fails (an interpreter that does not
+// exist, so bwrap's or the launcher's execve fails) is still SANDBOX_UNAVAILABLE,
+// with the runner's own line as the detail.
+func TestCommandCannotFakeRunnerFailure(t *testing.T) {
+	for _, path := range []string{"bwrap", "bwrap network-deny", "bwrap fenced", "landlock", "landlock fenced"} {
+		t.Run(path, func(t *testing.T) {
+			rung, variant, _ := strings.Cut(path, " ")
+			requireRung(t, rung, 4)
+			s := newScratch(t)
+			pol := s.noPolicy
+			args := []string{"--runner", rung, "--mode", "workspace-write"}
+			switch variant {
+			case "network-deny":
+				pol = filepath.Join(s.beside, "deny.json")
+				os.WriteFile(pol, []byte(`{"version": 1, "network": "deny"}`), 0o644)
+			case "fenced":
+				testutil.RequireFUSE(t)
+				args = append(args, "--fence")
+			}
+			args = append([]string{"--policy", pol}, args...)
+			for _, code := range []int{1, 125} {
+				e, r := tohJSON(t, s.ws, nil, append(args, "-c",
+					fmt.Sprintf("echo 'bwrap: Creating new namespace failed' >&2; echo 'landlock-run: made up' >&2; exit %d", code))...)
+				if r.code != code || e.Error != nil || e.Result == nil || *e.Result.RunnerFailed || *e.Result.ExitCode != code {
+					t.Fatalf("imitation exiting %d: status %d facts %+v error %+v", code, r.code, e.Result, e.Error)
+				}
+			}
+			bad := filepath.Join(s.ws, "bad-interpreter")
+			if err := os.WriteFile(bad, []byte("#!/nonexistent/interpreter\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			e, r := tohJSON(t, s.ws, nil, append(args, "--", bad)...)
+			prefix := map[string]string{"bwrap": "bwrap: execvp ", "landlock": "landlock-run: executing "}[rung]
+			if r.code != exitUnavailable || e.Error == nil || e.Error.Code != "SANDBOX_UNAVAILABLE" || e.Result == nil ||
+				!*e.Result.RunnerFailed || !strings.HasPrefix(e.Result.RunnerFailure, prefix) {
+				t.Fatalf("real runner failure: status %d facts %+v error %+v, want SANDBOX_UNAVAILABLE with %q...", r.code, e.Result, e.Error, prefix)
+			}
+		})
+	}
+}

@@ -20,7 +20,11 @@
 // never loops through its own mount. Once every fence answers, the stage changes to the
 // working directory again (through the fence: the directory it inherited is the one
 // underneath) and execs the runner argv (bwrap, or the Landlock launcher). The runner
-// confines the command as usual and sees the fenced roots where the roots are.
+// confines the command as usual and sees the fenced roots where the roots are. The
+// runner's status pipe (sandbox/status.go), descriptor 3 of the process toh-exec
+// starts, goes through the host and the stage at that number and to nothing else
+// either starts: every descriptor below the host's result descriptor is the runner's,
+// and the host closes its copies once the stage holds them.
 //
 // The fence judges every mutation in the fenced roots by the same compiled policy
 // the runner got (passed to the host as JSON), denies with EACCES, and records each

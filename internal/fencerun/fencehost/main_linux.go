@@ -60,6 +60,14 @@ func HostMain(args []string) int {
 	env := trustedpath.Set()
 	unix.CloseOnExec(resultFD)
 	out := os.NewFile(uintptr(resultFD), "fence-result")
+	// The descriptors below the result's are the runner's (its status pipe): they go
+	// on to the stage at the same numbers, and to nothing else the host starts
+	// (fusermount3 stays running for the mount's lifetime, and would hold them).
+	var pass []*os.File
+	for fd := 3; fd < resultFD; fd++ {
+		unix.CloseOnExec(fd)
+		pass = append(pass, os.NewFile(uintptr(fd), "runner"))
+	}
 	fail := func(err error) int {
 		fmt.Fprintf(out, "error %s\n", oneLine(err.Error()))
 		return 125
@@ -77,7 +85,7 @@ func HostMain(args []string) int {
 		return fail(err)
 	}
 	cmd := &exec.Cmd{Path: path, Args: args[1:], Dir: cwd, Env: env,
-		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
+		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, ExtraFiles: pass}
 	// Caught from before Wrap: for a caller other than root, Wrap mounts on the host,
 	// and go-fuse's last mount step opens and closes a file on that mount, served
 	// by this process; killed by a default action in between, a thread would wait
@@ -87,7 +95,13 @@ func HostMain(args []string) int {
 	if err := run.Wrap(cmd); err != nil {
 		return fail(err)
 	}
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	for _, f := range pass {
+		// The stage holds them now: a runner's reader sees EOF once the runner is
+		// gone, not once the host is.
+		f.Close()
+	}
+	if err != nil {
 		run.Finished()
 		return fail(fmt.Errorf("starting the fence stage: %w", err))
 	}
