@@ -50,7 +50,7 @@ func (b *bwrapProvider) Confine(argv []string, pol policy.Execution) (Confined, 
 	if pol.Network == policy.NetworkDeny {
 		network = policy.NetworkDeny
 	}
-	args, standIns, fenced := bwrapArgv(pol, argv, b.guarded)
+	args, standIns, fenced := bwrapArgvHiding(pol, argv, b.guarded, deputyHides(pol, os.Getenv))
 	return Confined{
 		FencedRoots:        fenced,
 		Argv:               withStatusFD(statusBwrap, append([]string{b.path}, args...)),

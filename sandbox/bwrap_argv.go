@@ -81,6 +81,12 @@ import (
 //     but under no bound root needs nothing: the tmpfs hides the host file from the
 //     command.
 //
+// The provider's argv ([bwrapProvider.Confine]) also hides the deputies that exist
+// on the host (deputies.go): an empty tmpfs over the caller's runtime and tmux
+// directories and /dev/null over the sockets of services that run programs on
+// request, last before "--". BwrapArgv, the SPEC profile and what the probe runs,
+// leaves them out.
+//
 // Writable roots are expected to be canonical (policy.Execution guarantees it) and to
 // exist; a missing root makes bwrap itself fail, which classification reports as a
 // runner failure, never as an unconfined run.
@@ -141,6 +147,13 @@ func BwrapArgv(pol policy.Execution, argv []string) []string {
 // record too); the guarded files (the probe cache, which the fence does not know)
 // keep their rebinds.
 func bwrapArgv(pol policy.Execution, argv []string, guarded []string) ([]string, *standInPlan, []string) {
+	return bwrapArgvHiding(pol, argv, guarded, nil)
+}
+
+// bwrapArgvHiding is bwrapArgv that also hides the deputies in hides (deputies.go),
+// last before "--", so that an empty tmpfs or /dev/null lies over each whatever was
+// bound before it ([deputyHides] never lists a place that holds a writable root).
+func bwrapArgvHiding(pol policy.Execution, argv []string, guarded []string, hides []bwrapHide) ([]string, *standInPlan, []string) {
 	out := []string{"--ro-bind", "/", "/", "--dev", "/dev", "--unshare-pid", "--unshare-ipc"}
 	if pol.Network == policy.NetworkDeny {
 		out = append(out, "--unshare-net")
@@ -200,6 +213,7 @@ func bwrapArgv(pol policy.Execution, argv []string, guarded []string) ([]string,
 			}
 		}
 	}
+	out = append(out, bwrapHideOptions(hides)...)
 	out = append(out, "--")
 	return append(out, argv...), plan, fenced
 }

@@ -42,6 +42,8 @@
 //	network deny                    --unshare-net +  TCP rules (ABI >= 4) + non-unix sockets refused
 //	                                vsock refused
 //	host IPC (SysV, POSIX mqueues)  own namespace    NOT governed          NOT governed
+//	deputies (services that run     known ones       NOT governed          NOT governed
+//	  commands on request)          hidden
 //	protect, existing paths         read-only binds  (all read-only)       NOT governed
 //	protect, missing paths          stand-ins        (all read-only)       NOT governed
 //	protect, below a non-directory  non-dir pinned   (all read-only)       NOT governed
@@ -148,19 +150,15 @@
 // Open, found by review (2026-12-01) and not closed here, each beyond SPEC §1's file
 // effects:
 //
-//   - Deputies. Both rungs leave pathname unix sockets connectable (network deny
-//     included: --unshare-net does not cover them, and Landlock governs their
-//     connect only from ABI 9, above this machine's 7), and a socket is reachable
-//     through a read-only mount. A service listening on one that runs what it is
-//     asked is an escape from every mode: the systemd user manager and session bus
-//     (/run/user/UID/bus, "systemd-run --user"), root's systemd (/run/systemd/private)
-//     for a command run as root, docker.sock for a member of the docker group. The
-//     unconfined service makes the file effect, so neither rung sees it. Closing it
-//     needs a decision: refusing AF_UNIX sockets in seccomp breaks every test suite
-//     that talks to its own socket; hiding known sockets (a bind of /dev/null over
-//     each, or a tmpfs over /run/user/UID under bwrap) is a deny list; Landlock ABI 9
-//     can allow connect beneath the writable roots only. Run agents as a user
-//     without such services (no lingering user manager, not in the docker group).
+//   - Deputies under Landlock. Pathname unix sockets stay connectable there (network
+//     deny included; Landlock governs their connect only from ABI 9, above this
+//     machine's 7), and a service listening on one that runs what it is asked is an
+//     escape from every mode: the session bus ("systemd-run --user"), root's
+//     systemd for a command run as root, docker.sock for a member of the docker
+//     group, the user's tmux server. The bwrap rung hides the ones it knows of
+//     (deputies.go, with the decision and what it costs); Landlock has no mount
+//     namespace to hide them in. Run agents as a user without such services, or
+//     where bwrap works.
 //   - Kernel keyrings: under Landlock (any user), and under bwrap run by root (no
 //     user namespace), a command can read, update and revoke the caller's keys.
 //     A seccomp rule could refuse keyctl(2), add_key(2) and request_key(2), at the

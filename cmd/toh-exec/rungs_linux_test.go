@@ -700,3 +700,63 @@ func TestCommandCannotFakeRunnerFailure(t *testing.T) {
 		})
 	}
 }
+
+func init() { subprocessRoles["unix-dial"] = unixDial }
+
+// unixDial is the test binary re-executed as a confined command: it connects to the
+// unix socket named by $TOH_TEST_DIAL and says whether it could.
+func unixDial() int {
+	c, err := net.Dial("unix", os.Getenv("TOH_TEST_DIAL"))
+	if err != nil {
+		fmt.Println("refused")
+		return 0
+	}
+	c.Close()
+	fmt.Println("connected")
+	return 0
+}
+
+// A deputy in the caller's runtime directory (the session bus, through which
+// "systemd-run --user" runs anything unconfined) cannot be reached from a bwrap run
+// in either mode: the directory is an empty tmpfs there (sandbox/deputies.go).
+// Negative control: under danger-full-access the same command connects. Positive
+// control: a socket in the workspace connects from the same bwrap runs.
+func TestBwrapHidesTheRuntimeDirectory(t *testing.T) {
+	testutil.RequireBwrap(t)
+	s := newScratch(t)
+	rt := filepath.Join(s.beside, "runtime")
+	if err := os.Mkdir(rt, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	bus, own := filepath.Join(rt, "bus"), filepath.Join(s.ws, "own.sock")
+	for _, p := range []string{bus, own} {
+		l, err := net.Listen("unix", p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+	}
+	self := filepath.Join(s.beside, "dial-helper")
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.CopyExecutable(t, exe, self)
+	for _, c := range []struct{ mode, target, want string }{
+		{"read-only", bus, "refused\n"},
+		{"workspace-write", bus, "refused\n"},
+		{"danger-full-access", bus, "connected\n"},
+		{"read-only", own, "connected\n"},
+		{"workspace-write", own, "connected\n"},
+	} {
+		args := []string{"--policy", s.noPolicy, "--mode", c.mode}
+		if c.mode != "danger-full-access" {
+			args = append(args, "--runner", "bwrap")
+		}
+		env := []string{"TOH_TEST_SUBPROCESS=unix-dial", "TOH_TEST_DIAL=" + c.target, "XDG_RUNTIME_DIR=" + rt}
+		r := toh(t, s.ws, env, append(args, "--", self)...)
+		if r.code != 0 || r.stdout != c.want {
+			t.Errorf("%s, %s: exit %d, stdout %q, want %q (stderr %q)", c.mode, filepath.Base(c.target), r.code, r.stdout, c.want, r.stderr)
+		}
+	}
+}
