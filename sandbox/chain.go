@@ -193,6 +193,14 @@ func (c *Chain) Confine(ctx context.Context, argv []string, pol policy.Execution
 	return conf, nil
 }
 
+// ForgetIfWritable drops the cached verdict when the cache lies inside a writable root
+// of pol: call it after a run under pol, whose command could have written it.
+func (c *Chain) ForgetIfWritable(pol policy.Execution) {
+	if c.cache != nil && c.cache.Path != "" && !c.cacheOutside(pol) {
+		c.cache.Drop()
+	}
+}
+
 // cacheOutside reports whether the cache lies outside every writable root of pol: a
 // cache the confined command could write is neither trusted nor refreshed by its run.
 func (c *Chain) cacheOutside(pol policy.Execution) bool {

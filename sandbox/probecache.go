@@ -3,6 +3,7 @@ package sandbox
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -28,10 +29,20 @@ import (
 // read-only like the policy file. Were it poisoned anyway, a verdict only ever chooses
 // among providers that confine, or says "unavailable": it can deny service or pick
 // Landlock over bwrap (which then reports its own enforcement honestly), never run a
-// command unconfined. A runner failure at run time drops the cache.
+// command unconfined. A runner failure at run time drops the cache, and so does every
+// run whose writable roots held it ([Chain.ForgetIfWritable]): its command could have
+// written a verdict, which must not choose the runner of a later call (a call with
+// other roots would read it). Only a call that runs at the same time as such a run
+// can still read what its command wrote. The file is read only if it is a regular
+// file of the caller's own and not a link (a planted FIFO would hold every call).
 type ProbeCache struct {
 	Path string
 }
+
+// maxCacheBytes bounds what is read as a cache file; a verdict is a few hundred bytes.
+const maxCacheBytes = 64 << 10
+
+var errNotACache = errors.New("not a probe cache file")
 
 type cacheFile struct {
 	Version int          `json:"version"`

@@ -102,9 +102,12 @@ func utsString(a []byte) string {
 }
 
 // readCacheFile reads the probe cache with plain system calls, for the reason given
-// at cacheKey.
+// at cacheKey. Only a regular file of the caller's own, not a link, at most
+// maxCacheBytes, is a cache: a FIFO planted there by a command that could once write
+// the place (see [ProbeCache]) would otherwise hold every later call in open(2), and
+// a link would make any file the verdict.
 func readCacheFile(path string) ([]byte, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOCTTY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -112,6 +115,9 @@ func readCacheFile(path string) ([]byte, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return nil, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != unix.Geteuid() || st.Size > maxCacheBytes {
+		return nil, errNotACache
 	}
 	b := make([]byte, 0, int(st.Size)+1)
 	for {

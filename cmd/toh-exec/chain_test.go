@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -107,16 +108,75 @@ func TestFailingBwrapProbeFallsToLandlockNeverUnconfined(t *testing.T) {
 func TestProbeCacheIsUnwritableFromInside(t *testing.T) {
 	testutil.RequireBwrap(t)
 	s := newScratch(t)
-	// The cache lies inside the workspace: the run neither trusts nor refreshes it, and
-	// bwrap keeps it read-only while the rest of the directory stays writable.
+	// The cache lies inside the workspace: the run neither trusts nor refreshes it,
+	// bwrap keeps it read-only while the rest of the directory stays writable, and
+	// after the run it is gone (ForgetIfWritable), whatever the command did.
 	cacheDir := filepath.Join(s.ws, "cache")
 	cache := filepath.Join(cacheDir, "probe.json")
 	testutil.MakeTree(t, s.ws, "dir cache", `file cache/probe.json {"version":1}`)
 	r := toh(t, s.ws, nil, "--policy", s.noPolicy, "--probe-cache", cache, "--mode", "workspace-write", "-c",
-		"echo poison > cache/probe.json; mv cache cache2; echo ok > cache2/sibling; echo ok > cache/sibling2")
-	if b, _ := os.ReadFile(cache); string(b) != `{"version":1}` {
-		t.Fatalf("the confined command rewrote the probe cache: %q (%q)", b, r.stderr)
+		"if echo poison > cache/probe.json; then echo written; else echo refused; fi; "+
+			"if mv cache cache2; then echo moved; fi; echo ok > cache2/sibling; echo ok > cache/sibling2")
+	if r.code != 0 || r.stdout != "refused\n" {
+		t.Fatalf("inside the run: exit %d stdout %q, want the write refused and the directory kept (%q)", r.code, r.stdout, r.stderr)
 	}
+	absent(t, cache)
 	present(t, filepath.Join(cacheDir, "sibling2"), "ok\n")
 	absent(t, filepath.Join(s.ws, "cache2"))
+}
+
+// A verdict written by a command whose run could write the cache does not choose the
+// runner of a later call: here a Landlock run (which cannot keep the cache read-only)
+// makes it say that nothing confines, and the next call, whose roots do not hold
+// the cache, would refuse to run (SANDBOX_UNAVAILABLE, "switch the consumer to
+// danger-full-access"). After such a run toh-exec drops the cache. Control: the same
+// verdict planted by hand, with no run in between, is believed.
+func TestPoisonedProbeVerdictOutlivesNoRun(t *testing.T) {
+	testutil.RequireBwrap(t)
+	testutil.RequireLandlockABI(t, 1)
+	s := newScratch(t)
+	cache := filepath.Join(s.ws, "cache", "probe.json")
+	if err := os.Mkdir(filepath.Dir(cache), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// The chain's verdict, stored by a read-only call (no writable roots).
+	if r := toh(t, s.beside, nil, "--policy", s.noPolicy, "--probe-cache", cache, "--", "true"); r.code != 0 {
+		t.Fatalf("warming the cache: %d %q", r.code, r.stderr)
+	}
+	good, err := os.ReadFile(cache)
+	if err != nil || !strings.Contains(string(good), `"backend":"bwrap"`) {
+		t.Fatalf("cached verdict %q, %v", good, err)
+	}
+	key := strings.SplitN(string(good), `,"backend"`, 2)[0]
+	poison := key + `,"backend":"","probes":[{"backend":"bwrap","error":"made up"},{"backend":"landlock","error":"made up"}]}`
+	r := toh(t, s.ws, nil, "--policy", s.noPolicy, "--probe-cache", cache, "--runner", "landlock", "--mode", "workspace-write",
+		"-c", "printf '%s' '"+poison+"' > cache/probe.json && echo planted")
+	if r.code != 0 || r.stdout != "planted\n" {
+		t.Fatalf("the Landlock run could not write the cache (the attack needs it): %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	absent(t, cache)
+	if r := toh(t, s.beside, nil, "--policy", s.noPolicy, "--probe-cache", cache, "--", "true"); r.code != 0 {
+		t.Fatalf("the call after the poisoning run: exit %d (%q)", r.code, r.stderr)
+	}
+	if err := os.WriteFile(cache, []byte(poison), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := toh(t, s.beside, nil, "--policy", s.noPolicy, "--probe-cache", cache, "--", "true"); r.code != exitUnavailable || !strings.Contains(r.stderr, "made up") {
+		t.Fatalf("control, a verdict planted with no run after it: exit %d (%q), want it believed", r.code, r.stderr)
+	}
+}
+
+// A FIFO at the cache's place (planted by a command that could once write there) does
+// not hold the next call in open(2): it is no cache, and the call probes.
+func TestProbeCacheFIFODoesNotHang(t *testing.T) {
+	testutil.RequireBwrap(t)
+	s := newScratch(t)
+	cache := filepath.Join(s.beside, "probe.json")
+	if err := syscall.Mkfifo(cache, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := runWithin(t, 30*time.Second, s.ws, nil, "--policy", s.noPolicy, "--probe-cache", cache, "--", "true")
+	if r.code != 0 {
+		t.Fatalf("exit %d (%q)", r.code, r.stderr)
+	}
 }

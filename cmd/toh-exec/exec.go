@@ -291,6 +291,8 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	restoreTerminals := keepTerminals(stdin, stdout, stderr)
 	facts, err := sandbox.Run(conf, pol, cwd, env, out.stdio(stdin, catchSignals()))
 	restoreTerminals()
+	// A verdict the command could have written is not left for later calls.
+	chain.ForgetIfWritable(pol)
 	if err != nil {
 		var interrupted *sandbox.InterruptedError
 		if errors.As(err, &interrupted) {
