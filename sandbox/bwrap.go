@@ -50,7 +50,8 @@ func (b *bwrapProvider) Confine(argv []string, pol policy.Execution) (Confined, 
 	if pol.Network == policy.NetworkDeny {
 		network = policy.NetworkDeny
 	}
-	args, standIns, fenced := bwrapArgvHiding(pol, argv, b.guarded, deputyHides(pol, os.Getenv))
+	cwd, _ := os.Getwd()
+	args, standIns, fenced := bwrapArgvHiding(pol, argv, b.guarded, deputyHides(pol, os.Getenv, cwd))
 	return Confined{
 		FencedRoots:        fenced,
 		Argv:               withStatusFD(statusBwrap, append([]string{b.path}, args...)),

@@ -13,31 +13,45 @@ package sandbox
 //
 // Decision: the bwrap rung hides the deputies it knows of, in every confined mode.
 //
-//   - The caller's runtime directories (/run/user/UID, and $XDG_RUNTIME_DIR) become an
-//     empty private tmpfs, like /tmp under workspace-write. That hides the session
-//     bus, the user's systemd manager, rootless podman and docker, and every other
-//     per-user socket kept there (gpg-agent and keyring sockets included: a command
-//     that needs to sign or to read a secret runs under danger-full-access).
-//   - The tmux and screen socket directories (/tmp/tmux-UID, $TMUX_TMPDIR/tmux-UID,
-//     the socket named in $TMUX, /run/screen, $SCREENDIR) become empty too. Under
+//   - /run/user, every user's runtime directory, and the caller's $XDG_RUNTIME_DIR
+//     become an empty private tmpfs, like /tmp under workspace-write. That hides the
+//     session buses, the users' systemd managers, rootless podman and docker, and
+//     every other per-user socket kept there (gpg-agent and keyring sockets
+//     included: a command that needs to sign or to read a secret runs under
+//     danger-full-access). All users', not only the caller's: a command run by root
+//     may connect to any user's session bus.
+//   - The X11 socket directory /tmp/.X11-unix (an X client can type into a
+//     terminal), the tmux and screen socket directories (/tmp/tmux-*,
+//     $TMUX_TMPDIR/tmux-UID, /run/screen, $SCREENDIR) and the socket $TMUX names
+//     become empty too. Under read-only, where /tmp is the host's, so does every
+//     other socket directly in /tmp (an editor's IPC socket, say); under
 //     workspace-write /tmp is a private tmpfs already.
 //   - The sockets of system services that run programs or containers on request
 //     ([deputySockets]: systemd's private socket and the system bus, docker,
 //     containerd, podman, cri-o, buildkit, libvirt, lxd, incus, snapd) get /dev/null
 //     bound over them; connect(2) then fails with ECONNREFUSED.
 //
-// A hiding place that is a writable root, or holds one, is left alone: hiding it
-// would hide the root. What exists is looked at when the argv is built; a socket
-// that appears later (a service started during the run) is not hidden.
+// What is never hidden: a place that holds the working directory, the workspace
+// root or a writable root (hiding it would hide them, and bwrap would quietly start
+// the command in $HOME instead: [Run] passes --chdir, so a working directory that is
+// not there fails the run); a place inside a writable root (a tmpfs there would
+// swallow the command's writes, and a mountpoint bwrap must create there would be
+// created on the host); a directory fewer than two levels deep ($XDG_RUNTIME_DIR=/).
+// What exists is looked at when the argv is built; a socket that appears later (a
+// service started during the run) is not hidden.
 //
-// Not covered: a deputy this list does not know (an editor's or an IDE's command
-// socket elsewhere, a service listening in the workspace), abstract unix sockets
-// under network allow (they belong to the network namespace, which network deny
-// unshares), and the Landlock rung, which has no mount namespace to hide them in
-// (Landlock ABI 9 can restrict connect; this kernel has ABI 7). The environment is
-// read only to hide more, never less.
+// Not covered: a deputy this list does not know (an IDE's command socket in a
+// directory of its own, a service listening in the workspace), the same socket under
+// another name that is not a symlink (a bind mount of its directory, a hard link to
+// it made earlier), abstract unix sockets under network allow (X11's among them:
+// they belong to the network namespace, which network deny unshares), and the
+// Landlock rung, which has no mount namespace to hide them in (Landlock ABI 9 can
+// restrict connect; this kernel has ABI 7). The environment read is toh-exec's own
+// (a library caller that hands [Run] another one gets its own process's places
+// hidden), and only ever to hide more, never less.
 
 import (
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -74,18 +88,38 @@ type bwrapHide struct {
 	dir  bool
 }
 
-// deputyHides lists what a bwrap run under pol hides, as it exists now; getenv is
-// the caller's environment.
-func deputyHides(pol policy.Execution, getenv func(string) string) []bwrapHide {
+// deputyHides lists what a bwrap run under pol, started in cwd, hides, as it exists
+// now; getenv is the caller's environment.
+func deputyHides(pol policy.Execution, getenv func(string) string, cwd string) []bwrapHide {
 	uid := strconv.Itoa(os.Getuid())
-	var dirs []string
-	dirs = append(dirs, "/run/user/"+uid, getenv("XDG_RUNTIME_DIR"), "/tmp/tmux-"+uid, "/run/screen", getenv("SCREENDIR"))
+	dirs := []string{"/run/user", getenv("XDG_RUNTIME_DIR"), "/tmp/.X11-unix", "/run/screen", getenv("SCREENDIR")}
 	if d := getenv("TMUX_TMPDIR"); d != "" {
 		dirs = append(dirs, filepath.Join(d, "tmux-"+uid))
 	}
 	socks := append([]string(nil), deputySockets...)
 	if t, _, _ := strings.Cut(getenv("TMUX"), ","); t != "" {
 		socks = append(socks, t)
+	}
+	if pol.Mode != policy.WorkspaceWrite {
+		// The host's /tmp: every tmux server's directory, and every socket in it.
+		if ents, err := os.ReadDir("/tmp"); err == nil {
+			for _, e := range ents {
+				p := "/tmp/" + e.Name()
+				switch {
+				case e.Type()&fs.ModeSocket != 0:
+					socks = append(socks, p)
+				case e.IsDir() && strings.HasPrefix(e.Name(), "tmux-"):
+					dirs = append(dirs, p)
+				}
+			}
+		}
+	}
+	// What a hidden place must not hold.
+	keep := []string{cwd, pol.WorkspaceRoot}
+	var roots []string
+	if pol.Mode == policy.WorkspaceWrite {
+		roots = pol.WritableRoots
+		keep = append(keep, roots...)
 	}
 
 	var out []bwrapHide
@@ -111,14 +145,25 @@ func deputyHides(pol policy.Execution, getenv func(string) string) []bwrapHide {
 		if err != nil || seen[real] {
 			return
 		}
-		if pol.Mode == policy.WorkspaceWrite {
-			if canon.LexicallyWithin(real, "/tmp") {
-				return // the run's /tmp is a private tmpfs already
+		if dir && strings.Count(real, "/") < 2 {
+			return // "/", "/run": not a deputy's own directory
+		}
+		if pol.Mode == policy.WorkspaceWrite && canon.LexicallyWithin(real, "/tmp") {
+			return // the run's /tmp is a private tmpfs already
+		}
+		for _, k := range keep {
+			if k != "" && canon.LexicallyWithin(k, real) {
+				return // hiding it would hide what the run works in
 			}
-			for _, r := range pol.WritableRoots {
-				if canon.LexicallyWithin(r, real) {
-					return // hiding it would hide the root
-				}
+		}
+		for _, r := range roots {
+			if canon.LexicallyWithin(real, r) {
+				return // the command's own place (see the package doc above)
+			}
+		}
+		for _, h := range out {
+			if h.dir && canon.LexicallyWithin(real, h.path) {
+				return // hidden with its directory
 			}
 		}
 		seen[real] = true

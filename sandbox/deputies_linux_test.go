@@ -2,12 +2,14 @@ package sandbox
 
 import (
 	"bytes"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/toh-sandbox/toh/canon"
 	"github.com/toh-sandbox/toh/internal/testutil"
 	"github.com/toh-sandbox/toh/policy"
 )
@@ -24,8 +26,9 @@ func listenUnix(t *testing.T, p string) {
 }
 
 // A bwrap run hides the deputies it knows of, in both modes: a listed system socket
-// (deputySockets, pointed at one of the test's) and a socket in the caller's runtime
-// directory ($XDG_RUNTIME_DIR) cannot be connected from inside. Negative control: the
+// (deputySockets, pointed at one of the test's), a socket in the caller's runtime
+// directory ($XDG_RUNTIME_DIR), one in another user's (/run/user) and one directly
+// in the host's /tmp cannot be connected from inside. Negative control: the
 // same dials from outside connect, so the sockets work. Positive control: a socket
 // that is not a deputy connects from inside the same run, so unix connect itself
 // works under bwrap and the refusal is the hiding's.
@@ -43,9 +46,21 @@ func TestBwrapHidesDeputies(t *testing.T) {
 		}
 	}
 	system, bus, other := filepath.Join(dir, "system.sock"), filepath.Join(rt, "bus"), filepath.Join(dir, "other.sock")
-	for _, p := range []string{system, bus, other} {
+	// A socket directly in the host's /tmp (an editor's IPC socket, say), which
+	// read-only runs see.
+	inTmp := fmt.Sprintf("/tmp/toh-deputy-%d.sock", os.Getpid())
+	targets := []string{system, bus, inTmp}
+	// Another user's runtime directory, when this test may make one (as root).
+	if other, err := os.MkdirTemp("/run/user", "toh-test-"); err == nil {
+		t.Cleanup(func() { os.RemoveAll(other) })
+		targets = append(targets, filepath.Join(other, "bus"))
+	} else {
+		t.Logf("no directory of the test's own in /run/user (%v): that case is not run", err)
+	}
+	for _, p := range append(targets, other) {
 		listenUnix(t, p)
 	}
+	t.Cleanup(func() { os.Remove(inTmp) })
 	saved := deputySockets
 	deputySockets = []string{system}
 	t.Cleanup(func() { deputySockets = saved })
@@ -58,7 +73,7 @@ func TestBwrapHidesDeputies(t *testing.T) {
 		return []string{self, landlockHelperRun, "--", "op", "dial-unix", target}
 	}
 
-	for _, target := range []string{system, bus, other} {
+	for _, target := range append(targets, other) {
 		var stderr bytes.Buffer
 		if facts, err := RunUnconfined(policy.DangerFullAccess, self, dial(target), dir, env, Stdio{Stderr: &stderr}); err != nil || facts.ExitCode != 0 {
 			t.Fatalf("unconfined dial of %s: %+v %v %s", target, facts, err, stderr.String())
@@ -68,10 +83,15 @@ func TestBwrapHidesDeputies(t *testing.T) {
 		{Mode: policy.ReadOnly, Network: policy.NetworkAllow},
 		{Mode: policy.WorkspaceWrite, WorkspaceRoot: ws, WritableRoots: []string{ws, "/tmp"}, Network: policy.NetworkAllow},
 	} {
-		for _, tc := range []struct {
+		type dialCase struct {
 			target    string
 			connected bool
-		}{{system, false}, {bus, false}, {other, true}} {
+		}
+		cases := []dialCase{{other, true}}
+		for _, target := range targets {
+			cases = append(cases, dialCase{target, false})
+		}
+		for _, tc := range cases {
 			c, err := newBwrapProvider(bwrap, nil).Confine(dial(tc.target), pol)
 			if err != nil {
 				t.Fatal(err)
@@ -86,45 +106,73 @@ func TestBwrapHidesDeputies(t *testing.T) {
 }
 
 // deputyHides lists what exists, at its real place, once, and never a place that
-// holds a writable root or lies in workspace-write's private /tmp.
+// holds the working directory, the workspace or a writable root, lies inside a
+// writable root or workspace-write's private /tmp, lies in a hidden directory, or is
+// a directory less than two levels deep.
 func TestDeputyHides(t *testing.T) {
 	dir, err := os.MkdirTemp("/var/tmp", "toh-deputies-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	rt, tm := filepath.Join(dir, "rt"), filepath.Join(dir, "tmux")
-	for _, d := range []string{rt, tm, filepath.Join(rt, "proj")} {
+	rt, tm, proj := filepath.Join(dir, "rt"), filepath.Join(dir, "tmux"), filepath.Join(dir, "proj")
+	for _, d := range []string{rt, tm, proj, filepath.Join(rt, "proj")} {
 		if err := os.Mkdir(d, 0o700); err != nil {
 			t.Fatal(err)
 		}
 	}
-	sock, tmuxSock := filepath.Join(dir, "d.sock"), filepath.Join(tm, "default")
-	listenUnix(t, sock)
-	listenUnix(t, tmuxSock)
+	sock, tmuxSock, inRT, inProj := filepath.Join(dir, "d.sock"), filepath.Join(tm, "default"), filepath.Join(rt, "bus"), filepath.Join(proj, "p.sock")
+	for _, p := range []string{sock, tmuxSock, inRT, inProj} {
+		listenUnix(t, p)
+	}
 	link, file := filepath.Join(dir, "link.sock"), filepath.Join(dir, "file")
 	os.Symlink(sock, link)
 	os.WriteFile(file, nil, 0o600)
 	tmpSock := filepath.Join(t.TempDir(), "t.sock") // under /tmp
 	listenUnix(t, tmpSock)
 	saved := deputySockets
-	deputySockets = []string{sock, link, file, filepath.Join(dir, "missing"), "relative.sock", tmpSock}
+	deputySockets = []string{sock, link, file, filepath.Join(dir, "missing"), "relative.sock", tmpSock, inRT, inProj}
 	t.Cleanup(func() { deputySockets = saved })
-	env := map[string]string{"XDG_RUNTIME_DIR": rt, "TMUX": tmuxSock + ",123,0", "SCREENDIR": file}
+	env := map[string]string{"XDG_RUNTIME_DIR": rt, "TMUX": tmuxSock + ",123,0", "SCREENDIR": file, "TMUX_TMPDIR": "/"}
 	getenv := func(k string) string { return env[k] }
+	// Only the test's own places: the host's /run/user and /tmp add theirs.
+	ours := func(hs []bwrapHide) []bwrapHide {
+		var out []bwrapHide
+		for _, h := range hs {
+			if filepath.Dir(h.path) == filepath.Dir(tmpSock) || canon.LexicallyWithin(h.path, dir) {
+				out = append(out, h)
+			}
+		}
+		return out
+	}
+	opt := cmp.AllowUnexported(bwrapHide{})
 
-	ro := policy.Execution{Mode: policy.ReadOnly}
-	want := []bwrapHide{{rt, true}, {sock, false}, {tmpSock, false}, {tmuxSock, false}}
-	if d := cmp.Diff(want, deputyHides(ro, getenv), cmp.AllowUnexported(bwrapHide{})); d != "" {
+	ro := policy.Execution{Mode: policy.ReadOnly, WorkspaceRoot: proj}
+	want := []bwrapHide{{rt, true}, {sock, false}, {tmpSock, false}, {inProj, false}, {tmuxSock, false}}
+	if d := cmp.Diff(want, ours(deputyHides(ro, getenv, proj)), opt); d != "" {
 		t.Errorf("read-only (-want +got):\n%s", d)
 	}
-	ws := policy.Execution{Mode: policy.WorkspaceWrite, WritableRoots: []string{filepath.Join(rt, "proj"), "/tmp"}}
-	want = []bwrapHide{{sock, false}, {tmuxSock, false}}
-	if d := cmp.Diff(want, deputyHides(ws, getenv), cmp.AllowUnexported(bwrapHide{})); d != "" {
-		t.Errorf("workspace-write with a root in the runtime directory (-want +got):\n%s", d)
+	// The working directory inside the runtime directory keeps it.
+	want = []bwrapHide{{sock, false}, {tmpSock, false}, {inRT, false}, {inProj, false}, {tmuxSock, false}}
+	if d := cmp.Diff(want, ours(deputyHides(ro, getenv, filepath.Join(rt, "proj"))), opt); d != "" {
+		t.Errorf("read-only, working in the runtime directory (-want +got):\n%s", d)
+	}
+	ws := policy.Execution{Mode: policy.WorkspaceWrite, WorkspaceRoot: filepath.Join(rt, "proj"),
+		WritableRoots: []string{filepath.Join(rt, "proj"), proj, "/tmp"}}
+	want = []bwrapHide{{sock, false}, {inRT, false}, {tmuxSock, false}}
+	if d := cmp.Diff(want, ours(deputyHides(ws, getenv, "/")), opt); d != "" {
+		t.Errorf("workspace-write with roots in the runtime directory and beside it (-want +got):\n%s", d)
 	}
 	args := bwrapHideOptions([]bwrapHide{{rt, true}, {sock, false}})
 	if d := cmp.Diff([]string{"--tmpfs", rt, "--ro-bind", "/dev/null", sock}, args); d != "" {
 		t.Errorf("options (-want +got):\n%s", d)
+	}
+	for _, shallow := range []string{"/", "/var", "/tmp"} {
+		env["XDG_RUNTIME_DIR"] = shallow
+		for _, h := range deputyHides(ro, getenv, proj) {
+			if h.path == shallow {
+				t.Errorf("XDG_RUNTIME_DIR=%s is hidden", shallow)
+			}
+		}
 	}
 }

@@ -246,6 +246,11 @@ func Run(c Confined, pol policy.Execution, dir string, env []string, stdio Stdio
 	} else if c.netFilter {
 		start = startFiltered
 	}
+	if c.Backend == BackendBwrap && len(c.Argv) > 0 {
+		// Where the command starts, or a runner failure: without it bwrap starts the
+		// command in $HOME when dir is not there inside (under a tmpfs), quietly.
+		c.Argv = slices.Concat(c.Argv[:1], []string{"--chdir", dir}, c.Argv[1:])
+	}
 	var status *statusPipe
 	if !direct && c.status != statusNone {
 		var err error

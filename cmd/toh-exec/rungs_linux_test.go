@@ -760,3 +760,32 @@ func TestBwrapHidesTheRuntimeDirectory(t *testing.T) {
 		}
 	}
 }
+
+// bwrap starts the command in the working directory or not at all: without --chdir it
+// quietly falls back to $HOME when the directory is not there inside. A runtime
+// directory that holds the working directory is not hidden (sandbox/deputies.go), so
+// such a run starts where it was asked to. A working directory under /tmp while the
+// workspace lies elsewhere is behind workspace-write's private /tmp: that run is a
+// runner failure now, where it ran in $HOME before.
+func TestBwrapStartsWhereAsked(t *testing.T) {
+	testutil.RequireBwrap(t)
+	s := newScratch(t)
+	rt := filepath.Join(s.beside, "runtime")
+	proj := filepath.Join(rt, "proj")
+	if err := os.MkdirAll(proj, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []string{"read-only", "workspace-write"} {
+		r := toh(t, proj, []string{"XDG_RUNTIME_DIR=" + rt}, "--policy", s.noPolicy, "--runner", "bwrap", "--mode", mode, "-c", "pwd")
+		if r.code != 0 || r.stdout != proj+"\n" {
+			t.Errorf("%s, working in the runtime directory: exit %d, stdout %q, want %q (stderr %q)", mode, r.code, r.stdout, proj+"\n", r.stderr)
+		}
+	}
+	pol := filepath.Join(s.beside, "elsewhere.json")
+	os.WriteFile(pol, []byte(`{"version": 1, "workspaceRoot": "`+s.ws+`"}`), 0o644)
+	inTmp := t.TempDir()
+	e, r := tohJSON(t, inTmp, nil, "--policy", pol, "--runner", "bwrap", "--mode", "workspace-write", "-c", "pwd")
+	if r.code != exitUnavailable || e.Result == nil || !*e.Result.RunnerFailed || !strings.Contains(e.Result.RunnerFailure, "chdir") {
+		t.Fatalf("working under the private /tmp: exit %d facts %+v error %+v, want bwrap's chdir failure", r.code, e.Result, e.Error)
+	}
+}

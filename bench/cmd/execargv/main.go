@@ -62,6 +62,11 @@ func run(self, cache, mode, bwrap string) error {
 	if err != nil {
 		return err
 	}
+	// sandbox.Run adds where the command starts (bwrap's --chdir): toh-exec's is its
+	// working directory, which bench/exec.sh shares with this program.
+	if cwd, err := os.Getwd(); err == nil {
+		bw.Argv = append([]string{bw.Argv[0], "--chdir", cwd}, bw.Argv[1:]...)
+	}
 	assign("BWRAP_CMD", hyperfineCommand(bw.Argv))
 	assign("BWRAP_STRACE", straceArgv(bw.Argv))
 	assign("LAUNCHER_CMD", hyperfineCommand(ll.Argv))
