@@ -154,7 +154,7 @@ func timedOut(results []ProbeResult) bool {
 
 // DropCache forgets the cached verdict; toh-exec calls it after a runner failure so
 // the next invocation probes again.
-func (c *Chain) DropCache() { c.cache.Drop() }
+func (c *Chain) DropCache() { _ = c.cache.Drop() }
 
 func (c *Chain) probe(ctx context.Context) (Provider, []ProbeResult) {
 	var results []ProbeResult
@@ -194,11 +194,13 @@ func (c *Chain) Confine(ctx context.Context, argv []string, pol policy.Execution
 }
 
 // ForgetIfWritable drops the cached verdict when the cache lies inside a writable root
-// of pol: call it after a run under pol, whose command could have written it.
-func (c *Chain) ForgetIfWritable(pol policy.Execution) {
+// of pol: call it after a run under pol, whose command could have written it. The
+// error says the cache could not be removed.
+func (c *Chain) ForgetIfWritable(pol policy.Execution) error {
 	if c.cache != nil && c.cache.Path != "" && !c.cacheOutside(pol) {
-		c.cache.Drop()
+		return c.cache.Drop()
 	}
+	return nil
 }
 
 // cacheOutside reports whether the cache lies outside every writable root of pol: a

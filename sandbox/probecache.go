@@ -2,12 +2,15 @@ package sandbox
 
 import (
 	"bytes"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
 )
 
 // ProbeCache stores the runner chain's verdict across toh-exec invocations so that the
@@ -34,7 +37,14 @@ import (
 // written a verdict, which must not choose the runner of a later call (a call with
 // other roots would read it). Only a call that runs at the same time as such a run
 // can still read what its command wrote. The file is read only if it is a regular
-// file of the caller's own and not a link (a planted FIFO would hold every call).
+// file of the caller's own and not a link (a planted FIFO would hold every call), in
+// a directory of the caller's own that it may write and others may not (one made
+// read-only would keep a planted verdict from being dropped; Drop and store give it
+// that access back), and the directory is reached, read, written and dropped from
+// without following a symlink (openat2 RESOLVE_NO_SYMLINKS): a link planted in its
+// place would otherwise choose where later calls read the verdict and write theirs.
+// A cache path through a symlink (a linked ~/.cache) therefore caches nothing, and
+// every call probes.
 type ProbeCache struct {
 	Path string
 }
@@ -179,45 +189,96 @@ func (p *cacheParser) str() (string, bool) {
 	return "", false
 }
 
-// store writes the verdict atomically. Failing to store is not an error of the run:
-// the next invocation probes again.
+// store writes the verdict atomically, through the directory's descriptor (see
+// openCacheDir). Failing to store is not an error of the run: the next invocation
+// probes again.
 func (c *ProbeCache) store(f cacheFile) error {
 	if c == nil || c.Path == "" {
 		return nil
 	}
-	dir := filepath.Dir(c.Path)
+	dir, name := filepath.Dir(c.Path), filepath.Base(c.Path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("creating probe cache dir: %w", err)
+	}
+	dfd, err := openCacheDir(dir)
+	if err != nil {
+		return fmt.Errorf("probe cache dir: %w", err)
+	}
+	defer unix.Close(dfd)
+	repairCacheDir(dfd)
+	if !trustedCacheDir(dfd) {
+		return fmt.Errorf("probe cache dir %s: %w", dir, errNotACache)
 	}
 	b, err := json.Marshal(f)
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(dir, ".probe-cache-*")
+	var rnd [8]byte
+	rand.Read(rnd[:])
+	tmp := fmt.Sprintf(".probe-cache-%x", rnd)
+	fd, err := unix.Openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
 	if err != nil {
 		return fmt.Errorf("writing probe cache: %w", err)
 	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
+	file := os.NewFile(uintptr(fd), tmp)
+	_, err = file.Write(b)
+	if err == nil {
+		err = file.Sync()
+	}
+	if cerr := file.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = unix.Renameat(dfd, tmp, dfd, name)
+	}
+	if err != nil {
+		unix.Unlinkat(dfd, tmp, 0)
 		return fmt.Errorf("writing probe cache: %w", err)
 	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing probe cache: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), c.Path)
+	return nil
 }
 
-// Drop removes the cache so that the next invocation probes again.
-func (c *ProbeCache) Drop() {
-	if c != nil && c.Path != "" {
-		os.Remove(c.Path)
+// Drop removes the cache so that the next invocation probes again. A directory the
+// caller owns but cannot write (a command that could write there made it so, to keep
+// its verdict) is made writable again first (repairCacheDir); a cache that still
+// cannot be removed is reported, and is no cache to later calls while its directory
+// stays that way (trustedCacheDir).
+func (c *ProbeCache) Drop() error {
+	if c == nil || c.Path == "" {
+		return nil
 	}
+	dfd, err := openCacheDir(filepath.Dir(c.Path))
+	if err != nil {
+		return nil // no directory reached without links: nothing a later call reads
+	}
+	defer unix.Close(dfd)
+	repairCacheDir(dfd)
+	if err := unix.Unlinkat(dfd, filepath.Base(c.Path), 0); err != nil && err != unix.ENOENT {
+		return fmt.Errorf("dropping the probe cache %s: %w", c.Path, err)
+	}
+	return nil
+}
+
+// repairCacheDir gives the caller's own cache directory back the access a cache
+// directory has (writable by the caller, not by everyone), which a command that
+// could write there may have changed.
+func repairCacheDir(dfd int) {
+	var st unix.Stat_t
+	if unix.Fstat(dfd, &st) != nil || int(st.Uid) != unix.Geteuid() {
+		return
+	}
+	if mode := uint32(st.Mode & 0o7777); mode&0o700 != 0o700 || mode&0o002 != 0 {
+		unix.Fchmod(dfd, (mode|0o700)&^0o002)
+	}
+}
+
+// trustedCacheDir reports whether the directory dfd is the caller's own, writable by
+// the caller and not by everyone: one a command made read-only (to keep a verdict of
+// its own from being dropped) or opened to all is not.
+func trustedCacheDir(dfd int) bool {
+	var st unix.Stat_t
+	if unix.Fstat(dfd, &st) != nil {
+		return false
+	}
+	return int(st.Uid) == unix.Geteuid() && st.Mode&0o200 != 0 && st.Mode&0o002 == 0
 }

@@ -101,13 +101,34 @@ func utsString(a []byte) string {
 	return string(a)
 }
 
+// openCacheDir opens the cache's directory for reading and changing its entries,
+// with no symlink on the way (a command that could once write there could point a
+// link anywhere: later calls would read their verdict from, and write it to, a place
+// of its choosing).
+func openCacheDir(dir string) (int, error) {
+	return unix.Openat2(unix.AT_FDCWD, dir, &unix.OpenHow{
+		Flags:   unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+}
+
 // readCacheFile reads the probe cache with plain system calls, for the reason given
 // at cacheKey. Only a regular file of the caller's own, not a link, at most
-// maxCacheBytes, is a cache: a FIFO planted there by a command that could once write
-// the place (see [ProbeCache]) would otherwise hold every later call in open(2), and
-// a link would make any file the verdict.
+// maxCacheBytes, in a directory of the caller's own that only the caller may write,
+// reached without symlinks, is a cache: a FIFO planted there by a command that could
+// once write the place (see [ProbeCache]) would otherwise hold every later call in
+// open(2), and a directory it made unwritable would keep a verdict it wrote from
+// being dropped.
 func readCacheFile(path string) ([]byte, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOCTTY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	dfd, err := openCacheDir(filepath.Dir(path))
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(dfd)
+	if !trustedCacheDir(dfd) {
+		return nil, errNotACache
+	}
+	fd, err := unix.Openat(dfd, filepath.Base(path), unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOCTTY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}

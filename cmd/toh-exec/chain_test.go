@@ -129,40 +129,63 @@ func TestProbeCacheIsUnwritableFromInside(t *testing.T) {
 // runner of a later call: here a Landlock run (which cannot keep the cache read-only)
 // makes it say that nothing confines, and the next call, whose roots do not hold
 // the cache, would refuse to run (SANDBOX_UNAVAILABLE, "switch the consumer to
-// danger-full-access"). After such a run toh-exec drops the cache. Control: the same
-// verdict planted by hand, with no run in between, is believed.
+// danger-full-access"). After such a run toh-exec drops the cache, also when the
+// command made its directory read-only; and a cache directory it replaced by a link
+// (here to the later call's own working directory, through /proc/self/cwd) is no
+// cache: the later call neither reads the verdict there nor writes one. Control: the
+// same verdict planted by hand, with no run in between, is believed.
 func TestPoisonedProbeVerdictOutlivesNoRun(t *testing.T) {
 	testutil.RequireBwrap(t)
 	testutil.RequireLandlockABI(t, 1)
-	s := newScratch(t)
-	cache := filepath.Join(s.ws, "cache", "probe.json")
-	if err := os.Mkdir(filepath.Dir(cache), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	// The chain's verdict, stored by a read-only call (no writable roots).
-	if r := toh(t, s.beside, nil, "--policy", s.noPolicy, "--probe-cache", cache, "--", "true"); r.code != 0 {
-		t.Fatalf("warming the cache: %d %q", r.code, r.stderr)
-	}
-	good, err := os.ReadFile(cache)
-	if err != nil || !strings.Contains(string(good), `"backend":"bwrap"`) {
-		t.Fatalf("cached verdict %q, %v", good, err)
-	}
-	key := strings.SplitN(string(good), `,"backend"`, 2)[0]
-	poison := key + `,"backend":"","probes":[{"backend":"bwrap","error":"made up"},{"backend":"landlock","error":"made up"}]}`
-	r := toh(t, s.ws, nil, "--policy", s.noPolicy, "--probe-cache", cache, "--runner", "landlock", "--mode", "workspace-write",
-		"-c", "printf '%s' '"+poison+"' > cache/probe.json && echo planted")
-	if r.code != 0 || r.stdout != "planted\n" {
-		t.Fatalf("the Landlock run could not write the cache (the attack needs it): %d %q %q", r.code, r.stdout, r.stderr)
-	}
-	absent(t, cache)
-	if r := toh(t, s.beside, nil, "--policy", s.noPolicy, "--probe-cache", cache, "--", "true"); r.code != 0 {
-		t.Fatalf("the call after the poisoning run: exit %d (%q)", r.code, r.stderr)
-	}
-	if err := os.WriteFile(cache, []byte(poison), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if r := toh(t, s.beside, nil, "--policy", s.noPolicy, "--probe-cache", cache, "--", "true"); r.code != exitUnavailable || !strings.Contains(r.stderr, "made up") {
-		t.Fatalf("control, a verdict planted with no run after it: exit %d (%q), want it believed", r.code, r.stderr)
+	for _, variant := range []string{"plain", "read-only directory", "directory linked away"} {
+		t.Run(variant, func(t *testing.T) {
+			s := newScratch(t)
+			cache := filepath.Join(s.ws, "cache", "probe.json")
+			if err := os.Mkdir(filepath.Dir(cache), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.Chmod(filepath.Dir(cache), 0o755) })
+			// The chain's verdict, stored by a read-only call (no writable roots).
+			if r := toh(t, s.beside, nil, "--policy", s.noPolicy, "--probe-cache", cache, "--", "true"); r.code != 0 {
+				t.Fatalf("warming the cache: %d %q", r.code, r.stderr)
+			}
+			good, err := os.ReadFile(cache)
+			if err != nil || !strings.Contains(string(good), `"backend":"bwrap"`) {
+				t.Fatalf("cached verdict %q, %v", good, err)
+			}
+			key := strings.SplitN(string(good), `,"backend"`, 2)[0]
+			poison := key + `,"backend":"","probes":[{"backend":"bwrap","error":"made up"},{"backend":"landlock","error":"made up"}]}`
+			script := "printf '%s' '" + poison + "' > cache/probe.json"
+			later := s.beside // the later call's working directory
+			switch variant {
+			case "read-only directory":
+				script += " && chmod 555 cache"
+			case "directory linked away":
+				later = filepath.Join(s.ws, "later")
+				script = "mkdir -p later/sub && printf '%s' '" + poison + "' > later/sub/probe.json && rm -r cache && ln -s /proc/self/cwd/sub cache"
+			}
+			r := toh(t, s.ws, nil, "--policy", s.noPolicy, "--probe-cache", cache, "--runner", "landlock", "--mode", "workspace-write",
+				"-c", script+" && echo planted")
+			if r.code != 0 || r.stdout != "planted\n" {
+				t.Fatalf("the Landlock run could not plant its verdict (the attack needs it): %d %q %q", r.code, r.stdout, r.stderr)
+			}
+			if variant != "directory linked away" {
+				absent(t, cache)
+			}
+			if r := toh(t, later, nil, "--policy", s.noPolicy, "--probe-cache", cache, "--", "true"); r.code != 0 {
+				t.Fatalf("the call after the poisoning run: exit %d (%q)", r.code, r.stderr)
+			}
+			if variant == "directory linked away" {
+				absent(t, filepath.Join(later, "probe.json"))
+				return
+			}
+			if err := os.WriteFile(cache, []byte(poison), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if r := toh(t, later, nil, "--policy", s.noPolicy, "--probe-cache", cache, "--", "true"); r.code != exitUnavailable || !strings.Contains(r.stderr, "made up") {
+				t.Fatalf("control, a verdict planted with no run after it: exit %d (%q), want it believed", r.code, r.stderr)
+			}
+		})
 	}
 }
 

@@ -292,7 +292,9 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	facts, err := sandbox.Run(conf, pol, cwd, env, out.stdio(stdin, catchSignals()))
 	restoreTerminals()
 	// A verdict the command could have written is not left for later calls.
-	chain.ForgetIfWritable(pol)
+	if ferr := chain.ForgetIfWritable(pol); ferr != nil {
+		fmt.Fprintf(stderr, "toh-exec: %v\n", ferr)
+	}
 	if err != nil {
 		var interrupted *sandbox.InterruptedError
 		if errors.As(err, &interrupted) {
