@@ -21,11 +21,14 @@ package sandbox
 //     danger-full-access). All users', not only the caller's: a command run by root
 //     may connect to any user's session bus.
 //   - The X11 socket directory /tmp/.X11-unix (an X client can type into a
-//     terminal), the tmux and screen socket directories (/tmp/tmux-*,
-//     $TMUX_TMPDIR/tmux-UID, /run/screen, $SCREENDIR) and the socket $TMUX names
-//     become empty too. Under read-only, where /tmp is the host's, so does every
-//     other socket directly in /tmp (an editor's IPC socket, say); under
-//     workspace-write /tmp is a private tmpfs already.
+//     terminal), the tmux and screen socket directories (/tmp/tmux-UID, for root
+//     every user's, $TMUX_TMPDIR/tmux-UID, /run/screen, $SCREENDIR) and the socket
+//     $TMUX names become empty too. Under workspace-write /tmp is a private tmpfs
+//     already. A directory the environment names must be the caller's own and closed
+//     to others (XDG_RUNTIME_DIR=/usr/bin hides nothing), and one in the host's /tmp
+//     must belong to the user only it could be removed by, as /tmp is sticky:
+//     another user could otherwise make and remove a name there between this look
+//     and bwrap's mount, and fail the run.
 //   - The sockets of system services that run programs or containers on request
 //     ([deputySockets]: systemd's private socket and the system bus, docker,
 //     containerd, podman, cri-o, buildkit, libvirt, lxd, incus, snapd) get /dev/null
@@ -40,18 +43,22 @@ package sandbox
 // What exists is looked at when the argv is built; a socket that appears later (a
 // service started during the run) is not hidden.
 //
-// Not covered: a deputy this list does not know (an IDE's command socket in a
-// directory of its own, a service listening in the workspace), the same socket under
-// another name that is not a symlink (a bind mount of its directory, a hard link to
-// it made earlier), abstract unix sockets under network allow (X11's among them:
-// they belong to the network namespace, which network deny unshares), and the
-// Landlock rung, which has no mount namespace to hide them in (Landlock ABI 9 can
-// restrict connect; this kernel has ABI 7). The environment read is toh-exec's own
-// (a library caller that hands [Run] another one gets its own process's places
+// Not covered: a deputy this list does not know (an editor's or an IDE's command
+// socket elsewhere in the host's /tmp, which read-only runs see: Emacs's
+// /tmp/emacsUID/server, Neovim's, VS Code's vscode-ipc-*.sock; a service listening
+// in the workspace). Hiding every socket in /tmp was tried and not kept: any local
+// user can make thousands there (bwrap then fails on its argument count) or remove
+// one between the look and the mount (bwrap then fails to make its mountpoint),
+// and sockets one level down stayed reachable anyway. Also not covered: the same
+// socket under another name that is not a symlink (a bind mount of its directory,
+// a hard link to it made earlier), abstract unix sockets under network allow (X11's
+// among them: they belong to the network namespace, which network deny unshares),
+// and the Landlock rung, which has no mount namespace to hide them in (Landlock ABI
+// 9 can restrict connect; this kernel has ABI 7). The environment read is toh-exec's
+// own (a library caller that hands [Run] another one gets its own process's places
 // hidden), and only ever to hide more, never less.
 
 import (
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -91,28 +98,43 @@ type bwrapHide struct {
 // deputyHides lists what a bwrap run under pol, started in cwd, hides, as it exists
 // now; getenv is the caller's environment.
 func deputyHides(pol policy.Execution, getenv func(string) string, cwd string) []bwrapHide {
-	uid := strconv.Itoa(os.Getuid())
-	dirs := []string{"/run/user", getenv("XDG_RUNTIME_DIR"), "/tmp/.X11-unix", "/run/screen", getenv("SCREENDIR")}
+	uid := os.Getuid()
+	dirs := []string{"/run/user", "/run/screen"}
+	// Directories the environment names must be the caller's own and closed to
+	// others, as these are: a value naming anything else (/usr/bin) hides nothing.
+	for _, d := range []string{getenv("XDG_RUNTIME_DIR"), getenv("SCREENDIR")} {
+		if ownPrivateDir(d, uid) {
+			dirs = append(dirs, d)
+		}
+	}
 	if d := getenv("TMUX_TMPDIR"); d != "" {
-		dirs = append(dirs, filepath.Join(d, "tmux-"+uid))
+		if p := filepath.Join(d, "tmux-"+strconv.Itoa(uid)); ownPrivateDir(p, uid) {
+			dirs = append(dirs, p)
+		}
+	}
+	// In the host's /tmp, only what its owner alone can remove (/tmp is sticky): a
+	// name another user could make and remove again between this look and bwrap's
+	// mount would fail the run. X11's directory is root's; a tmux server's is its
+	// user's, and a command run by root may connect to every user's.
+	if ownedBy("/tmp/.X11-unix", 0) {
+		dirs = append(dirs, "/tmp/.X11-unix")
+	}
+	if uid == 0 {
+		if ents, err := os.ReadDir("/tmp"); err == nil {
+			for _, e := range ents {
+				if n, ok := strings.CutPrefix(e.Name(), "tmux-"); ok && e.IsDir() {
+					if owner, err := strconv.Atoi(n); err == nil && ownedBy("/tmp/"+e.Name(), owner) {
+						dirs = append(dirs, "/tmp/"+e.Name())
+					}
+				}
+			}
+		}
+	} else if p := "/tmp/tmux-" + strconv.Itoa(uid); ownedBy(p, uid) {
+		dirs = append(dirs, p)
 	}
 	socks := append([]string(nil), deputySockets...)
 	if t, _, _ := strings.Cut(getenv("TMUX"), ","); t != "" {
 		socks = append(socks, t)
-	}
-	if pol.Mode != policy.WorkspaceWrite {
-		// The host's /tmp: every tmux server's directory, and every socket in it.
-		if ents, err := os.ReadDir("/tmp"); err == nil {
-			for _, e := range ents {
-				p := "/tmp/" + e.Name()
-				switch {
-				case e.Type()&fs.ModeSocket != 0:
-					socks = append(socks, p)
-				case e.IsDir() && strings.HasPrefix(e.Name(), "tmux-"):
-					dirs = append(dirs, p)
-				}
-			}
-		}
 	}
 	// What a hidden place must not hold.
 	keep := []string{cwd, pol.WorkspaceRoot}
@@ -176,6 +198,20 @@ func deputyHides(pol policy.Execution, getenv func(string) string, cwd string) [
 		add(s, false)
 	}
 	return out
+}
+
+// ownedBy reports whether p (not followed) is a directory owned by uid.
+func ownedBy(p string, uid int) bool {
+	var st syscall.Stat_t
+	return syscall.Lstat(p, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFDIR && int(st.Uid) == uid
+}
+
+// ownPrivateDir reports whether p is an absolute path to a directory owned by uid that
+// no one else may enter.
+func ownPrivateDir(p string, uid int) bool {
+	var st syscall.Stat_t
+	return filepath.IsAbs(p) && syscall.Stat(p, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFDIR &&
+		int(st.Uid) == uid && st.Mode&0o077 == 0
 }
 
 // bwrapHideOptions renders hides as bwrap options.

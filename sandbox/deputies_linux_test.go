@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"bytes"
-	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -27,8 +26,8 @@ func listenUnix(t *testing.T, p string) {
 
 // A bwrap run hides the deputies it knows of, in both modes: a listed system socket
 // (deputySockets, pointed at one of the test's), a socket in the caller's runtime
-// directory ($XDG_RUNTIME_DIR), one in another user's (/run/user) and one directly
-// in the host's /tmp cannot be connected from inside. Negative control: the
+// directory ($XDG_RUNTIME_DIR) and one in another user's (/run/user) cannot be
+// connected from inside. Negative control: the
 // same dials from outside connect, so the sockets work. Positive control: a socket
 // that is not a deputy connects from inside the same run, so unix connect itself
 // works under bwrap and the refusal is the hiding's.
@@ -46,10 +45,7 @@ func TestBwrapHidesDeputies(t *testing.T) {
 		}
 	}
 	system, bus, other := filepath.Join(dir, "system.sock"), filepath.Join(rt, "bus"), filepath.Join(dir, "other.sock")
-	// A socket directly in the host's /tmp (an editor's IPC socket, say), which
-	// read-only runs see.
-	inTmp := fmt.Sprintf("/tmp/toh-deputy-%d.sock", os.Getpid())
-	targets := []string{system, bus, inTmp}
+	targets := []string{system, bus}
 	// Another user's runtime directory, when this test may make one (as root).
 	if other, err := os.MkdirTemp("/run/user", "toh-test-"); err == nil {
 		t.Cleanup(func() { os.RemoveAll(other) })
@@ -60,7 +56,6 @@ func TestBwrapHidesDeputies(t *testing.T) {
 	for _, p := range append(targets, other) {
 		listenUnix(t, p)
 	}
-	t.Cleanup(func() { os.Remove(inTmp) })
 	saved := deputySockets
 	deputySockets = []string{system}
 	t.Cleanup(func() { deputySockets = saved })
@@ -167,11 +162,14 @@ func TestDeputyHides(t *testing.T) {
 	if d := cmp.Diff([]string{"--tmpfs", rt, "--ro-bind", "/dev/null", sock}, args); d != "" {
 		t.Errorf("options (-want +got):\n%s", d)
 	}
-	for _, shallow := range []string{"/", "/var", "/tmp"} {
-		env["XDG_RUNTIME_DIR"] = shallow
+	// Directories the environment names that are not the caller's own and private.
+	open := filepath.Join(dir, "open")
+	os.Mkdir(open, 0o755)
+	for _, notOwn := range []string{"/", "/var", "/tmp", "/usr/bin", "/proc/self", open} {
+		env["XDG_RUNTIME_DIR"], env["SCREENDIR"] = notOwn, notOwn
 		for _, h := range deputyHides(ro, getenv, proj) {
-			if h.path == shallow {
-				t.Errorf("XDG_RUNTIME_DIR=%s is hidden", shallow)
+			if h.path == notOwn {
+				t.Errorf("XDG_RUNTIME_DIR=SCREENDIR=%s is hidden", notOwn)
 			}
 		}
 	}
