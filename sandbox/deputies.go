@@ -21,14 +21,16 @@ package sandbox
 //     danger-full-access). All users', not only the caller's: a command run by root
 //     may connect to any user's session bus.
 //   - The X11 socket directory /tmp/.X11-unix (an X client can type into a
-//     terminal), the tmux and screen socket directories (/tmp/tmux-UID, for root
-//     every user's, $TMUX_TMPDIR/tmux-UID, /run/screen, $SCREENDIR) and the socket
-//     $TMUX names become empty too. Under workspace-write /tmp is a private tmpfs
-//     already. A directory the environment names must be the caller's own and closed
-//     to others (XDG_RUNTIME_DIR=/usr/bin hides nothing), and one in the host's /tmp
-//     must belong to the user only it could be removed by, as /tmp is sticky:
-//     another user could otherwise make and remove a name there between this look
-//     and bwrap's mount, and fail the run.
+//     terminal), the caller's tmux and screen socket directories (/tmp/tmux-UID,
+//     $TMUX_TMPDIR/tmux-UID, /run/screen, $SCREENDIR) and the socket $TMUX names
+//     become empty too. Under workspace-write /tmp is a private tmpfs already. A
+//     directory the environment names must be the caller's own and closed to others
+//     (XDG_RUNTIME_DIR=/usr/bin hides nothing), and one in the host's /tmp must be
+//     root's or the caller's, the only users who can remove it there (/tmp is
+//     sticky): another user could otherwise make and remove a name between this
+//     look and bwrap's mount, and fail the run. So a read-only command run by root
+//     still reaches other users' tmux servers in /tmp (workspace-write's /tmp is
+//     private).
 //   - The sockets of system services that run programs or containers on request
 //     ([deputySockets]: systemd's private socket and the system bus, docker,
 //     containerd, podman, cri-o, buildkit, libvirt, lxd, incus, snapd) get /dev/null
@@ -112,24 +114,15 @@ func deputyHides(pol policy.Execution, getenv func(string) string, cwd string) [
 			dirs = append(dirs, p)
 		}
 	}
-	// In the host's /tmp, only what its owner alone can remove (/tmp is sticky): a
-	// name another user could make and remove again between this look and bwrap's
-	// mount would fail the run. X11's directory is root's; a tmux server's is its
-	// user's, and a command run by root may connect to every user's.
+	// In the host's /tmp, only what root or the caller alone can remove (/tmp is
+	// sticky): a name another user could make and remove again between this look
+	// and bwrap's mount would fail the run (CI failed so while a reviewer made and
+	// removed /tmp/tmux-1001 beside root's tests). X11's directory is root's; the
+	// caller's tmux server's is the caller's.
 	if ownedBy("/tmp/.X11-unix", 0) {
 		dirs = append(dirs, "/tmp/.X11-unix")
 	}
-	if uid == 0 {
-		if ents, err := os.ReadDir("/tmp"); err == nil {
-			for _, e := range ents {
-				if n, ok := strings.CutPrefix(e.Name(), "tmux-"); ok && e.IsDir() {
-					if owner, err := strconv.Atoi(n); err == nil && ownedBy("/tmp/"+e.Name(), owner) {
-						dirs = append(dirs, "/tmp/"+e.Name())
-					}
-				}
-			}
-		}
-	} else if p := "/tmp/tmux-" + strconv.Itoa(uid); ownedBy(p, uid) {
+	if p := "/tmp/tmux-" + strconv.Itoa(uid); ownedBy(p, uid) {
 		dirs = append(dirs, p)
 	}
 	socks := append([]string(nil), deputySockets...)

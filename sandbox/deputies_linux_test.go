@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bytes"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -161,6 +162,20 @@ func TestDeputyHides(t *testing.T) {
 	args := bwrapHideOptions([]bwrapHide{{rt, true}, {sock, false}})
 	if d := cmp.Diff([]string{"--tmpfs", rt, "--ro-bind", "/dev/null", sock}, args); d != "" {
 		t.Errorf("options (-want +got):\n%s", d)
+	}
+	// Another user's tmux directory in the host's /tmp: that user could remove it
+	// between the look and bwrap's mount, failing the run, so it is never a hide.
+	if os.Getuid() == 0 {
+		other := fmt.Sprintf("/tmp/tmux-%d", 4000+os.Getpid()%1000)
+		if err := os.Mkdir(other, 0o700); err == nil {
+			t.Cleanup(func() { os.Remove(other) })
+			os.Chown(other, 4000+os.Getpid()%1000, 4000+os.Getpid()%1000)
+			for _, h := range deputyHides(ro, getenv, proj) {
+				if h.path == other {
+					t.Errorf("another user's %s is hidden", other)
+				}
+			}
+		}
 	}
 	// Directories the environment names that are not the caller's own and private.
 	open := filepath.Join(dir, "open")
