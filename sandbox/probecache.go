@@ -38,9 +38,9 @@ import (
 // other roots would read it). Only a call that runs at the same time as such a run
 // can still read what its command wrote. The file is read only if it is a regular
 // file of the caller's own and not a link (a planted FIFO would hold every call), in
-// a directory of the caller's own that it may write and others may not (one made
-// read-only would keep a planted verdict from being dropped; Drop and store give it
-// that access back), and the directory is reached, read, written and dropped from
+// a directory of the caller's own that it alone may write (one made read-only would
+// keep a planted verdict from being dropped; one opened to another user, by its
+// mode or an ACL, would let that user put one back), and the directory is reached, read, written and dropped from
 // without following a symlink (openat2 RESOLVE_NO_SYMLINKS): a link planted in its
 // place would otherwise choose where later calls read the verdict and write theirs.
 // A cache path through a symlink (a linked ~/.cache) therefore caches nothing, and
@@ -205,7 +205,6 @@ func (c *ProbeCache) store(f cacheFile) error {
 		return fmt.Errorf("probe cache dir: %w", err)
 	}
 	defer unix.Close(dfd)
-	repairCacheDir(dfd)
 	if !trustedCacheDir(dfd) {
 		return fmt.Errorf("probe cache dir %s: %w", dir, errNotACache)
 	}
@@ -238,11 +237,10 @@ func (c *ProbeCache) store(f cacheFile) error {
 	return nil
 }
 
-// Drop removes the cache so that the next invocation probes again. A directory the
-// caller owns but cannot write (a command that could write there made it so, to keep
-// its verdict) is made writable again first (repairCacheDir); a cache that still
-// cannot be removed is reported, and is no cache to later calls while its directory
-// stays that way (trustedCacheDir).
+// Drop removes the cache so that the next invocation probes again. One that cannot be
+// removed (a command that could write its directory made it read-only, to keep a
+// verdict of its own) is reported; while its directory stays that way it is no cache
+// to later calls (trustedCacheDir), which then probe every time.
 func (c *ProbeCache) Drop() error {
 	if c == nil || c.Path == "" {
 		return nil
@@ -252,33 +250,22 @@ func (c *ProbeCache) Drop() error {
 		return nil // no directory reached without links: nothing a later call reads
 	}
 	defer unix.Close(dfd)
-	repairCacheDir(dfd)
 	if err := unix.Unlinkat(dfd, filepath.Base(c.Path), 0); err != nil && err != unix.ENOENT {
 		return fmt.Errorf("dropping the probe cache %s: %w", c.Path, err)
 	}
 	return nil
 }
 
-// repairCacheDir gives the caller's own cache directory back the access a cache
-// directory has (writable by the caller, not by everyone), which a command that
-// could write there may have changed.
-func repairCacheDir(dfd int) {
-	var st unix.Stat_t
-	if unix.Fstat(dfd, &st) != nil || int(st.Uid) != unix.Geteuid() {
-		return
-	}
-	if mode := uint32(st.Mode & 0o7777); mode&0o700 != 0o700 || mode&0o002 != 0 {
-		unix.Fchmod(dfd, (mode|0o700)&^0o002)
-	}
-}
-
-// trustedCacheDir reports whether the directory dfd is the caller's own, writable by
-// the caller and not by everyone: one a command made read-only (to keep a verdict of
-// its own from being dropped) or opened to all is not.
+// trustedCacheDir reports whether the directory dfd is the caller's own and writable
+// by the caller alone: one a command made read-only (to keep a verdict of its own
+// from being dropped), or opened to a group, to everyone or, by a POSIX ACL, to
+// another user (an ACL that grants write shows in the group bits, its mask) is not.
+// Nothing here changes the directory: a --probe-cache in a shared directory (/tmp)
+// is simply no cache.
 func trustedCacheDir(dfd int) bool {
 	var st unix.Stat_t
 	if unix.Fstat(dfd, &st) != nil {
 		return false
 	}
-	return int(st.Uid) == unix.Geteuid() && st.Mode&0o200 != 0 && st.Mode&0o002 == 0
+	return int(st.Uid) == unix.Geteuid() && st.Mode&0o200 != 0 && st.Mode&0o022 == 0
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/base64"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/toh-sandbox/toh/internal/testutil"
+	"golang.org/x/sys/unix"
 )
 
 // loggingBwrap writes a bwrap wrapper that records each invocation's last argument
@@ -129,22 +131,34 @@ func TestProbeCacheIsUnwritableFromInside(t *testing.T) {
 // runner of a later call: here a Landlock run (which cannot keep the cache read-only)
 // makes it say that nothing confines, and the next call, whose roots do not hold
 // the cache, would refuse to run (SANDBOX_UNAVAILABLE, "switch the consumer to
-// danger-full-access"). After such a run toh-exec drops the cache, also when the
-// command made its directory read-only; and a cache directory it replaced by a link
-// (here to the later call's own working directory, through /proc/self/cwd) is no
-// cache: the later call neither reads the verdict there nor writes one. Control: the
-// same verdict planted by hand, with no run in between, is believed.
+// danger-full-access"). After such a run toh-exec drops the cache. A directory the
+// command made read-only (so the drop fails, for a user other than root) or opened
+// to another user (by its mode or an ACL, so that user can put a verdict back after
+// the drop) is no cache; neither is one the command replaced by a link (here to the
+// later call's own working directory, through /proc/self/cwd): the later call
+// neither reads a verdict there nor writes one. Control: the same verdict planted by
+// hand in the cache's own directory, with no run in between, is believed.
 func TestPoisonedProbeVerdictOutlivesNoRun(t *testing.T) {
 	testutil.RequireBwrap(t)
 	testutil.RequireLandlockABI(t, 1)
-	for _, variant := range []string{"plain", "read-only directory", "directory linked away"} {
+	// A POSIX ACL granting uid 65534 rwx, as setfacl -m u:65534:rwx writes it.
+	acl := []byte{2, 0, 0, 0}
+	for _, e := range []struct {
+		tag, perm uint16
+		id        uint32
+	}{{0x01, 7, ^uint32(0)}, {0x02, 7, 65534}, {0x04, 5, ^uint32(0)}, {0x10, 7, ^uint32(0)}, {0x20, 5, ^uint32(0)}} {
+		acl = append(acl, byte(e.tag), byte(e.tag>>8), byte(e.perm), byte(e.perm>>8),
+			byte(e.id), byte(e.id>>8), byte(e.id>>16), byte(e.id>>24))
+	}
+	for _, variant := range []string{"plain", "read-only directory", "group-writable directory", "ACL on the directory", "directory linked away"} {
 		t.Run(variant, func(t *testing.T) {
 			s := newScratch(t)
-			cache := filepath.Join(s.ws, "cache", "probe.json")
-			if err := os.Mkdir(filepath.Dir(cache), 0o755); err != nil {
+			dir := filepath.Join(s.ws, "cache")
+			cache := filepath.Join(dir, "probe.json")
+			if err := os.Mkdir(dir, 0o755); err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { os.Chmod(filepath.Dir(cache), 0o755) })
+			t.Cleanup(func() { os.Chmod(dir, 0o755) })
 			// The chain's verdict, stored by a read-only call (no writable roots).
 			if r := toh(t, s.beside, nil, "--policy", s.noPolicy, "--probe-cache", cache, "--", "true"); r.code != 0 {
 				t.Fatalf("warming the cache: %d %q", r.code, r.stderr)
@@ -160,6 +174,10 @@ func TestPoisonedProbeVerdictOutlivesNoRun(t *testing.T) {
 			switch variant {
 			case "read-only directory":
 				script += " && chmod 555 cache"
+			case "group-writable directory":
+				script += " && chmod 775 cache"
+			case "ACL on the directory":
+				script += " && setfattr -n system.posix_acl_access -v 0s" + base64.StdEncoding.EncodeToString(acl) + " cache"
 			case "directory linked away":
 				later = filepath.Join(s.ws, "later")
 				script = "mkdir -p later/sub && printf '%s' '" + poison + "' > later/sub/probe.json && rm -r cache && ln -s /proc/self/cwd/sub cache"
@@ -169,7 +187,13 @@ func TestPoisonedProbeVerdictOutlivesNoRun(t *testing.T) {
 			if r.code != 0 || r.stdout != "planted\n" {
 				t.Fatalf("the Landlock run could not plant its verdict (the attack needs it): %d %q %q", r.code, r.stdout, r.stderr)
 			}
-			if variant != "directory linked away" {
+			switch variant {
+			case "group-writable directory", "ACL on the directory":
+				// Another user the directory is open to puts the verdict back.
+				if err := os.WriteFile(cache, []byte(poison), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			case "plain":
 				absent(t, cache)
 			}
 			if r := toh(t, later, nil, "--policy", s.noPolicy, "--probe-cache", cache, "--", "true"); r.code != 0 {
@@ -178,6 +202,10 @@ func TestPoisonedProbeVerdictOutlivesNoRun(t *testing.T) {
 			if variant == "directory linked away" {
 				absent(t, filepath.Join(later, "probe.json"))
 				return
+			}
+			unix.Removexattr(dir, "system.posix_acl_access")
+			if err := os.Chmod(dir, 0o755); err != nil {
+				t.Fatal(err)
 			}
 			if err := os.WriteFile(cache, []byte(poison), 0o644); err != nil {
 				t.Fatal(err)
