@@ -247,6 +247,9 @@ func Run(c Confined, pol policy.Execution, dir string, env []string, stdio Stdio
 		start = startFiltered
 	}
 	if c.Backend == BackendBwrap && len(c.Argv) > 0 {
+		if err := bwrapShowsDir(pol, dir); err != nil {
+			return facts, &SpawnError{Argv0: c.Argv[0], Err: err}
+		}
 		// Where the command starts, or a runner failure: without it bwrap starts the
 		// command in $HOME when dir is not there inside (under a tmpfs), quietly.
 		c.Argv = slices.Concat(c.Argv[:1], []string{"--chdir", dir}, c.Argv[1:])
@@ -421,6 +424,25 @@ func checkDir(dir string) error {
 		return fmt.Errorf("working directory %q: %w", dir, err)
 	}
 	return nil
+}
+
+// bwrapShowsDir refuses a working directory the bwrap rung's argv covers with a mount
+// of its own: the private /dev, and under workspace-write the private /tmp unless a
+// bound root holds it. Spawned anyway, bwrap would fail to enter it, which reads as
+// the sandbox being unavailable; this names the cause instead.
+func bwrapShowsDir(pol policy.Execution, dir string) error {
+	if canon.LexicallyWithin(dir, "/dev") {
+		return fmt.Errorf("working directory %q: the bwrap rung gives the command a private /dev, where it does not exist; start the command elsewhere", dir)
+	}
+	if pol.Mode != policy.WorkspaceWrite || !canon.LexicallyWithin(dir, "/tmp") {
+		return nil
+	}
+	for _, r := range pol.WritableRoots {
+		if r != "/tmp" && canon.LexicallyWithin(dir, r) {
+			return nil
+		}
+	}
+	return fmt.Errorf("working directory %q: under workspace-write the bwrap rung gives the command a private /tmp, where it does not exist; start the command in the workspace, or make the directory a writable root", dir)
 }
 
 // isRunnerSpawnError is SPEC §4.3's attribution rule: ENOENT or EACCES for exactly the

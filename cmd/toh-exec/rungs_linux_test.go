@@ -765,8 +765,8 @@ func TestBwrapHidesTheRuntimeDirectory(t *testing.T) {
 // quietly falls back to $HOME when the directory is not there inside. A runtime
 // directory that holds the working directory is not hidden (sandbox/deputies.go), so
 // such a run starts where it was asked to. A working directory under /tmp while the
-// workspace lies elsewhere is behind workspace-write's private /tmp: that run is a
-// runner failure now, where it ran in $HOME before.
+// workspace lies elsewhere is behind workspace-write's private /tmp: that run cannot
+// start (124, naming the cause), where it ran in $HOME before.
 func TestBwrapStartsWhereAsked(t *testing.T) {
 	testutil.RequireBwrap(t)
 	s := newScratch(t)
@@ -785,7 +785,11 @@ func TestBwrapStartsWhereAsked(t *testing.T) {
 	os.WriteFile(pol, []byte(`{"version": 1, "workspaceRoot": "`+s.ws+`"}`), 0o644)
 	inTmp := t.TempDir()
 	e, r := tohJSON(t, inTmp, nil, "--policy", pol, "--runner", "bwrap", "--mode", "workspace-write", "-c", "pwd")
-	if r.code != exitUnavailable || e.Result == nil || !*e.Result.RunnerFailed || !strings.Contains(e.Result.RunnerFailure, "chdir") {
-		t.Fatalf("working under the private /tmp: exit %d facts %+v error %+v, want bwrap's chdir failure", r.code, e.Result, e.Error)
+	if r.code != exitCannotStart || e.Error == nil || e.Error.Code != "CANNOT_START" || !strings.Contains(e.Error.Message, "private /tmp") {
+		t.Fatalf("working under the private /tmp: exit %d facts %+v error %+v, want CANNOT_START naming the private /tmp", r.code, e.Result, e.Error)
+	}
+	// Control: the same directory in read-only mode, where /tmp is the host's.
+	if r := toh(t, inTmp, nil, "--policy", pol, "--runner", "bwrap", "--mode", "read-only", "-c", "pwd"); r.code != 0 || r.stdout != inTmp+"\n" {
+		t.Fatalf("read-only under /tmp: exit %d stdout %q (%q)", r.code, r.stdout, r.stderr)
 	}
 }
