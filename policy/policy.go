@@ -93,9 +93,11 @@
 // command's shadows the enclosing one for git commands run in the root.
 //
 // Protection keeps a path from being changed, not its ancestors from being opened to
-// others: under bwrap and Landlock a command may "chmod 0777 .git", after which any
-// local user can replace .git/hooks on the host once the run ended. The fence denies
-// such widening above a protected path; the runners cannot tell paths apart there.
+// others: a command may "chmod 0777 .git", after which any local user could replace
+// .git/hooks on the host once the run ended. The fence denies such widening above a
+// protected path; bwrap cannot tell paths apart there, so toh-exec takes the widened
+// access back after a bwrap run (sandbox/access_linux.go); under Landlock
+// workspace-write protected paths are not kept at all (partial).
 //
 // Beyond the entries themselves, three files decide where git looks for a git
 // directory's hooks and configuration and are protected with them (reason "git"):

@@ -141,15 +141,7 @@ func TestProbeCacheIsUnwritableFromInside(t *testing.T) {
 func TestPoisonedProbeVerdictOutlivesNoRun(t *testing.T) {
 	testutil.RequireBwrap(t)
 	testutil.RequireLandlockABI(t, 1)
-	// A POSIX ACL granting uid 65534 rwx, as setfacl -m u:65534:rwx writes it.
-	acl := []byte{2, 0, 0, 0}
-	for _, e := range []struct {
-		tag, perm uint16
-		id        uint32
-	}{{0x01, 7, ^uint32(0)}, {0x02, 7, 65534}, {0x04, 5, ^uint32(0)}, {0x10, 7, ^uint32(0)}, {0x20, 5, ^uint32(0)}} {
-		acl = append(acl, byte(e.tag), byte(e.tag>>8), byte(e.perm), byte(e.perm>>8),
-			byte(e.id), byte(e.id>>8), byte(e.id>>16), byte(e.id>>24))
-	}
+	acl := aclGranting(65534)
 	for _, variant := range []string{"plain", "read-only directory", "group-writable directory", "ACL on the directory", "directory linked away"} {
 		t.Run(variant, func(t *testing.T) {
 			s := newScratch(t)
@@ -215,6 +207,20 @@ func TestPoisonedProbeVerdictOutlivesNoRun(t *testing.T) {
 			}
 		})
 	}
+}
+
+// aclGranting is a POSIX ACL that gives uid rwx, as "setfacl -m u:UID:rwx" writes it
+// (the value of system.posix_acl_access or system.posix_acl_default).
+func aclGranting(uid uint32) []byte {
+	acl := []byte{2, 0, 0, 0}
+	for _, e := range []struct {
+		tag, perm uint16
+		id        uint32
+	}{{0x01, 7, ^uint32(0)}, {0x02, 7, uid}, {0x04, 5, ^uint32(0)}, {0x10, 7, ^uint32(0)}, {0x20, 5, ^uint32(0)}} {
+		acl = append(acl, byte(e.tag), byte(e.tag>>8), byte(e.perm), byte(e.perm>>8),
+			byte(e.id), byte(e.id>>8), byte(e.id>>16), byte(e.id>>24))
+	}
+	return acl
 }
 
 // A FIFO at the cache's place (planted by a command that could once write there) does

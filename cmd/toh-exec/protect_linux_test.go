@@ -9,6 +9,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -912,5 +913,61 @@ func TestNestedRepositoryCannotShadowTheEnclosingOne(t *testing.T) {
 	r := toh(t, s.ws, nil, "--policy", s.noPolicy, "--runner", "bwrap", "--mode", "workspace-write", "-c", shadow)
 	if r.code != 0 || !strings.Contains(r.stdout, "shadowed") {
 		t.Errorf("control: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+}
+
+// Access a bwrap run widened on the directories above protected paths is taken back
+// after it (sandbox/access_linux.go): "chmod 0777 .git", "chmod o+w ." on the root
+// and a default ACL granting another user write on .git would let any local user
+// replace .git/hooks once the run ended. Controls: the same commands on a directory
+// above no protected path (sub) keep their effect, so the run did change modes; a
+// narrowing of .git (0700) is kept.
+func TestBwrapTakesBackWidenedAccess(t *testing.T) {
+	testutil.RequireBwrap(t)
+	s := newScratch(t)
+	if out, err := exec.Command("git", "init", "-q", s.ws).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v %s", err, out)
+	}
+	git := filepath.Join(s.ws, ".git")
+	for _, d := range []string{s.ws, git} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	acl := "0s" + base64.StdEncoding.EncodeToString(aclGranting(65534))
+	r := toh(t, s.ws, nil, "--policy", s.noPolicy, "--runner", "bwrap", "--mode", "workspace-write", "-c",
+		"chmod 0777 .git && chmod o+w . && setfattr -n system.posix_acl_default -v "+acl+" .git && "+
+			"mkdir sub && chmod 0777 sub && setfattr -n system.posix_acl_default -v "+acl+" sub && echo widened")
+	if r.code != 0 || r.stdout != "widened\n" {
+		t.Fatalf("the run could not widen access (the check needs it): exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	mode := func(p string) os.FileMode {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Mode().Perm()
+	}
+	hasACL := func(p string) bool {
+		_, err := unix.Getxattr(p, "system.posix_acl_default", make([]byte, 256))
+		return err == nil
+	}
+	if m := mode(git); m != 0o755 || hasACL(git) {
+		t.Errorf(".git: mode %04o, default ACL %v after the run, want 0755 and none", m, hasACL(git))
+	}
+	if m := mode(s.ws); m != 0o755 {
+		t.Errorf("workspace root: mode %04o after the run, want 0755", m)
+	}
+	if m := mode(filepath.Join(s.ws, "sub")); m != 0o777 || !hasACL(filepath.Join(s.ws, "sub")) {
+		t.Errorf("control sub: mode %04o, default ACL %v, want the run's 0777 and ACL kept", m, hasACL(filepath.Join(s.ws, "sub")))
+	}
+	for _, want := range []string{"widened access to " + git, "widened access to " + s.ws + ","} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr does not say %q:\n%s", want, r.stderr)
+		}
+	}
+	r = toh(t, s.ws, nil, "--policy", s.noPolicy, "--runner", "bwrap", "--mode", "workspace-write", "-c", "chmod 0700 .git")
+	if r.code != 0 || mode(git) != 0o700 || r.stderr != "" {
+		t.Errorf("narrowing: exit %d, mode %04o, stderr %q; want it kept, quietly", r.code, mode(git), r.stderr)
 	}
 }
