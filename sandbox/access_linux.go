@@ -27,8 +27,6 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/toh-sandbox/toh/policy"
 )
 
 // aclNames are the POSIX ACL attributes that can widen who may change a directory or,
@@ -43,34 +41,25 @@ type accessState struct {
 	acls     [][]byte // per aclNames; nil when absent
 }
 
-// ancestorsOfProtected lists the directories from each bound root down to the parent of
-// each protected path inside it, that exist now, with their access. fenced roots are
-// the fence's to guard.
-func ancestorsOfProtected(pol policy.Execution, fenced []string) []accessState {
-	if pol.Mode != policy.WorkspaceWrite {
-		return nil
-	}
-	var bound []string
-	for _, r := range pol.WritableRoots {
-		if r != "/tmp" && !withinAny(r, fenced) {
-			bound = append(bound, r)
-		}
-	}
+// ancestorsOfProtected lists the directories from each guarded path's bound root
+// down to its parent that exist now, with their access: the guards are the bwrap
+// argv's own (bwrapGuards), so fenced roots, the fence's to guard, are not among
+// them.
+func ancestorsOfProtected(guards []bwrapGuard) []accessState {
 	seen := map[string]bool{}
 	var out []accessState
-	for _, pp := range pol.ProtectedPaths() {
-		root := innermostRoot(pp.Path, bound)
-		if root == "" || pp.Path == root {
+	for _, g := range guards {
+		if g.path == g.root {
 			continue
 		}
-		for d := filepath.Dir(pp.Path); ; d = filepath.Dir(d) {
+		for d := filepath.Dir(g.path); ; d = filepath.Dir(d) {
 			if !seen[d] {
 				seen[d] = true
 				if st, ok := readAccess(d); ok {
 					out = append(out, st)
 				}
 			}
-			if d == root || d == "/" {
+			if d == g.root || d == "/" {
 				break
 			}
 		}

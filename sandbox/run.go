@@ -250,8 +250,14 @@ func Run(c Confined, pol policy.Execution, dir string, env []string, stdio Stdio
 		if err := bwrapShowsDir(pol, dir); err != nil {
 			return facts, &SpawnError{Argv0: c.Argv[0], Err: err}
 		}
-		// Taken back after the run, however it ended (access_linux.go).
-		if before := ancestorsOfProtected(pol, c.FencedRoots); len(before) > 0 {
+		// Where the command starts, or a runner failure: without it bwrap starts the
+		// command in $HOME when dir is not there inside (under a tmpfs), quietly.
+		c.Argv = slices.Concat(c.Argv[:1], []string{"--chdir", dir}, c.Argv[1:])
+	}
+	if c.standIns != nil {
+		// Access widened above the guarded paths is taken back after the run,
+		// however it ended (access_linux.go).
+		if before := ancestorsOfProtected(c.standIns.guards); len(before) > 0 {
 			defer func() {
 				for _, note := range restoreAccess(before) {
 					if stdio.Stderr != nil {
@@ -260,9 +266,6 @@ func Run(c Confined, pol policy.Execution, dir string, env []string, stdio Stdio
 				}
 			}()
 		}
-		// Where the command starts, or a runner failure: without it bwrap starts the
-		// command in $HOME when dir is not there inside (under a tmpfs), quietly.
-		c.Argv = slices.Concat(c.Argv[:1], []string{"--chdir", dir}, c.Argv[1:])
 	}
 	var status *statusPipe
 	if !direct && c.status != statusNone {
