@@ -11,6 +11,8 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/toh-sandbox/toh/canon"
 )
 
 // ProbeCache stores the runner chain's verdict across toh-exec invocations so that the
@@ -256,6 +258,13 @@ func (c *ProbeCache) Drop() error {
 	return nil
 }
 
+// openCacheDir opens the cache's directory (O_PATH, enough to reach, make and remove
+// its entries) with no symlink on the way: a command that could once write there
+// could point a link anywhere, and later calls would read their verdict from, and
+// write it to, a place of its choosing. Without openat2 (off Linux, or before 5.6)
+// there is no cache.
+func openCacheDir(dir string) (int, error) { return canon.OpenNoSymlinks(dir, false) }
+
 // trustedCacheDir reports whether the directory dfd is the caller's own and writable
 // by the caller alone: one a command made read-only (to keep a verdict of its own
 // from being dropped), or opened to a group, to everyone or, by a POSIX ACL, to
@@ -267,5 +276,6 @@ func trustedCacheDir(dfd int) bool {
 	if unix.Fstat(dfd, &st) != nil {
 		return false
 	}
-	return int(st.Uid) == unix.Geteuid() && st.Mode&0o200 != 0 && st.Mode&0o022 == 0
+	return st.Mode&unix.S_IFMT == unix.S_IFDIR && int(st.Uid) == unix.Geteuid() &&
+		st.Mode&0o200 != 0 && st.Mode&0o022 == 0
 }

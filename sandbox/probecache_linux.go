@@ -101,17 +101,6 @@ func utsString(a []byte) string {
 	return string(a)
 }
 
-// openCacheDir opens the cache's directory for reading and changing its entries,
-// with no symlink on the way (a command that could once write there could point a
-// link anywhere: later calls would read their verdict from, and write it to, a place
-// of its choosing).
-func openCacheDir(dir string) (int, error) {
-	return unix.Openat2(unix.AT_FDCWD, dir, &unix.OpenHow{
-		Flags:   unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
-	})
-}
-
 // readCacheFile reads the probe cache with plain system calls, for the reason given
 // at cacheKey. Only a regular file of the caller's own, not a link, at most
 // maxCacheBytes, in a directory of the caller's own that only the caller may write,

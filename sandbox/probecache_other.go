@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-
-	"golang.org/x/sys/unix"
 )
 
 // cacheKey describes everything the verdict depends on (see [ProbeCache]). Off Linux
@@ -27,9 +25,3 @@ func cacheKey(files []string) string {
 }
 
 func readCacheFile(path string) ([]byte, error) { return os.ReadFile(path) }
-
-// openCacheDir opens the cache's directory; off Linux (no openat2) only its last
-// component is kept from being a link.
-func openCacheDir(dir string) (int, error) {
-	return unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
-}
