@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 
 	"github.com/toh-sandbox/toh/policy"
@@ -50,7 +51,12 @@ func (b *bwrapProvider) Confine(argv []string, pol policy.Execution) (Confined, 
 	if pol.Network == policy.NetworkDeny {
 		network = policy.NetworkDeny
 	}
+	// The hides keep the working directory where it really is ($PWD may spell it
+	// through a link).
 	cwd, _ := os.Getwd()
+	if real, err := filepath.EvalSymlinks(cwd); err == nil {
+		cwd = real
+	}
 	args, standIns, fenced := bwrapArgvHiding(pol, argv, b.guarded, deputyHides(pol, os.Getenv, cwd))
 	return Confined{
 		FencedRoots:        fenced,
