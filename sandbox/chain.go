@@ -195,8 +195,12 @@ func (c *Chain) Confine(ctx context.Context, argv []string, pol policy.Execution
 
 // ForgetIfWritable drops the cached verdict when the cache lies inside a writable root
 // of pol: call it after a run under pol, whose command could have written it. The
-// error says the cache could not be removed.
+// error says the cache could not be removed. A read-only run writes nothing, and
+// costs nothing here.
 func (c *Chain) ForgetIfWritable(pol policy.Execution) error {
+	if pol.Mode != policy.WorkspaceWrite {
+		return nil
+	}
 	if c.cache != nil && c.cache.Path != "" && !c.cacheOutside(pol) {
 		return c.cache.Drop()
 	}
