@@ -10,20 +10,23 @@ package sandbox
 // .git/hooks away and put hooks of their own in its place, which git runs for the
 // user. The fence denies such a change itself (fusefence's reachAccess); bwrap
 // cannot, so [Run] looks at those directories before the run and, once the command
-// and everything it left are gone (bwrap's PID namespace), takes back write access
-// the run gave the group or others, and ACLs it added or changed, on each directory
-// that is still the same one, and says so on stderr.
+// and everything it left are gone (bwrap's PID namespace), puts back the mode of each
+// directory, still the same one, whose write access the run gave the group or others
+// (or whose sticky bit it took from a directory others may write), and every ACL that
+// now lets someone write whom it did not, and says so on stderr. A directory it
+// cannot look at afterwards is named on stderr too.
 //
-// What it does not do: narrowing is kept (chmod 0700 .git is the user's business);
+// What it does not do: narrowing alone is kept (chmod 0700 .git is the user's
+// business);
 // a directory the run replaced is not touched (it is pinned under bwrap, so that
 // needs a rename bwrap refuses); during the run the wider access is there, for
 // another local user who is ready for it. Under Landlock workspace-write protected
 // paths are not kept at all (partial), so there is nothing to keep others from.
 
 import (
-	"bytes"
 	"fmt"
 	"path/filepath"
+	"sort"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -67,9 +70,11 @@ func ancestorsOfProtected(guards []bwrapGuard) []accessState {
 	return out
 }
 
-// readAccess reads the access of the directory at p (not followed).
+// readAccess reads the access of the directory at p (not followed). The descriptor is
+// O_PATH: it needs no permission on the directory itself, which the command may
+// have taken from its owner to keep it from being put back.
 func readAccess(p string) (accessState, bool) {
-	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, err := unix.Open(p, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return accessState{}, false
 	}
@@ -77,6 +82,8 @@ func readAccess(p string) (accessState, bool) {
 	return fdAccess(fd, p)
 }
 
+// fdAccess reads the access of the directory fd (O_PATH) names; its ACLs through the
+// descriptor's /proc/self/fd link, which O_PATH allows where fgetxattr does not.
 func fdAccess(fd int, p string) (accessState, bool) {
 	var st unix.Stat_t
 	if unix.Fstat(fd, &st) != nil {
@@ -84,15 +91,17 @@ func fdAccess(fd int, p string) (accessState, bool) {
 	}
 	a := accessState{path: p, dev: st.Dev, ino: st.Ino, mode: st.Mode & 0o7777}
 	for _, name := range aclNames {
-		a.acls = append(a.acls, getACL(fd, name))
+		a.acls = append(a.acls, getACL(procFD(fd), name))
 	}
 	return a, true
 }
 
-func getACL(fd int, name string) []byte {
+func procFD(fd int) string { return fmt.Sprintf("/proc/self/fd/%d", fd) }
+
+func getACL(p, name string) []byte {
 	buf := make([]byte, 512)
 	for {
-		n, err := unix.Fgetxattr(fd, name, buf)
+		n, err := unix.Getxattr(p, name, buf)
 		if err == unix.ERANGE {
 			buf = make([]byte, 2*len(buf))
 			continue
@@ -104,14 +113,80 @@ func getACL(fd int, name string) []byte {
 	}
 }
 
-// restoreAccess takes back, on each directory in before that is still the same
-// one, the write access the group or others gained and every ACL that was added or
-// changed. It returns one line per directory it changed, and per one it could not.
+// widened reports whether the mode now gives anyone but the owner write access it
+// did not have before, or takes away the sticky bit from a directory others may
+// write (which let them rename what they do not own).
+func widened(before, now uint32) bool {
+	if now&0o022&^(before&0o022) != 0 {
+		return true
+	}
+	return before&0o1000 != 0 && now&0o1000 == 0 && now&0o022 != 0
+}
+
+// aclWriters lists who, besides the owner, a POSIX ACL (its xattr value) lets write:
+// named users and groups and the owning group through the mask, and others.
+func aclWriters(acl []byte) map[[2]uint32]bool {
+	const (
+		userObj, user, groupObj, group, mask, other = 0x01, 0x02, 0x04, 0x08, 0x10, 0x20
+	)
+	type entry struct {
+		tag, perm uint16
+		id        uint32
+	}
+	var es []entry
+	maskW := true
+	for i := 4; i+8 <= len(acl); i += 8 {
+		e := entry{uint16(acl[i]) | uint16(acl[i+1])<<8, uint16(acl[i+2]) | uint16(acl[i+3])<<8,
+			uint32(acl[i+4]) | uint32(acl[i+5])<<8 | uint32(acl[i+6])<<16 | uint32(acl[i+7])<<24}
+		if e.tag == mask {
+			maskW = e.perm&2 != 0
+		}
+		es = append(es, e)
+	}
+	out := map[[2]uint32]bool{}
+	for _, e := range es {
+		switch {
+		case e.perm&2 == 0, e.tag == userObj, e.tag == mask:
+		case e.tag == other:
+			out[[2]uint32{other, 0}] = true
+		case (e.tag == user || e.tag == group || e.tag == groupObj) && maskW:
+			out[[2]uint32{uint32(e.tag), e.id}] = true
+		}
+	}
+	return out
+}
+
+// aclWidened reports whether the ACL now lets someone write whom it did not before.
+func aclWidened(before, now []byte) bool {
+	if now == nil {
+		return false
+	}
+	was := aclWriters(before)
+	for w := range aclWriters(now) {
+		if !was[w] {
+			return true
+		}
+	}
+	return false
+}
+
+// restoreAccess puts back, on each directory in before that is still the same one,
+// the mode it had when the run widened it (write for the group or others, the
+// sticky bit taken away; the whole mode, so that an owner's bits the command took
+// away to keep it from being put back come back too) and every ACL that now lets
+// someone write whom it did not. A narrowing alone is kept. Parents are put back
+// before what lies in them. It returns one line per directory it changed, and per
+// one it could not.
 func restoreAccess(before []accessState) []string {
+	sort.SliceStable(before, func(i, j int) bool { return strings.Count(before[i].path, "/") < strings.Count(before[j].path, "/") })
 	var notes []string
 	for _, b := range before {
-		fd, err := unix.Open(b.path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		fd, err := unix.Open(b.path, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err == unix.ENOENT {
+			continue // gone: nothing left there to open to others
+		}
 		if err != nil {
+			notes = append(notes, fmt.Sprintf("could not check %s, above a protected path, after the run (%v): look at its mode and ACL", b.path, err))
 			continue
 		}
 		now, ok := fdAccess(fd, b.path)
@@ -119,16 +194,17 @@ func restoreAccess(before []accessState) []string {
 			unix.Close(fd)
 			continue
 		}
+		link := procFD(fd)
 		var changed []string
 		var failed error
 		for i, name := range aclNames {
-			if bytes.Equal(now.acls[i], b.acls[i]) {
+			if !aclWidened(b.acls[i], now.acls[i]) {
 				continue
 			}
 			if b.acls[i] == nil {
-				err = unix.Fremovexattr(fd, name)
+				err = unix.Removexattr(link, name)
 			} else {
-				err = unix.Fsetxattr(fd, name, b.acls[i], 0)
+				err = unix.Setxattr(link, name, b.acls[i], 0)
 			}
 			if err != nil {
 				failed = fmt.Errorf("%s: %w", name, err)
@@ -136,15 +212,15 @@ func restoreAccess(before []accessState) []string {
 				changed = append(changed, "its ACL")
 			}
 		}
-		// The ACL's mask is the group bits: read the mode again after it.
+		// An ACL's mask is the group bits: read the mode again after it.
 		if st, ok := fdAccess(fd, b.path); ok {
 			now = st
 		}
-		if added := now.mode & 0o022 &^ (b.mode & 0o022); added != 0 {
-			if err := unix.Fchmod(fd, now.mode&^added); err != nil {
+		if widened(b.mode, now.mode) {
+			if err := unix.Chmod(link, b.mode); err != nil {
 				failed = err
 			} else {
-				changed = append(changed, fmt.Sprintf("mode %04o back to %04o", now.mode, now.mode&^added))
+				changed = append(changed, fmt.Sprintf("mode %04o back to %04o", now.mode, b.mode))
 			}
 		}
 		unix.Close(fd)

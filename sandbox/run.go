@@ -247,6 +247,12 @@ func Run(c Confined, pol policy.Execution, dir string, env []string, stdio Stdio
 		start = startFiltered
 	}
 	if c.Backend == BackendBwrap && len(c.Argv) > 0 {
+		// Where the directory really is: $PWD may spell it through a link into what
+		// the argv covers (a link to /dev/shm would start the command in the private
+		// /dev, quietly), or out of it (a link in /tmp to the workspace).
+		if real, err := filepath.EvalSymlinks(dir); err == nil {
+			dir = real
+		}
 		if err := bwrapShowsDir(pol, dir); err != nil {
 			return facts, &SpawnError{Argv0: c.Argv[0], Err: err}
 		}

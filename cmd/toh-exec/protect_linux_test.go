@@ -968,6 +968,21 @@ func TestBwrapTakesBackWidenedAccess(t *testing.T) {
 			t.Errorf("stderr does not say %q:\n%s", want, r.stderr)
 		}
 	}
+	// Others given write while the owner's own access is taken away, so that a
+	// user other than root could not open the directory to put it back.
+	r = toh(t, s.ws, nil, "--policy", s.noPolicy, "--runner", "bwrap", "--mode", "workspace-write", "-c", "chmod 0333 .git")
+	if m := mode(git); r.code != 0 || m != 0o755 || !strings.Contains(r.stderr, "mode 0333 back to 0755") {
+		t.Errorf("chmod 0333 .git: exit %d, mode %04o after, stderr %q; want 0755 put back", r.code, m, r.stderr)
+	}
+	// The sticky bit taken from a root others may write lets them rename .git.
+	if err := os.Chmod(s.ws, 0o777|os.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	r = toh(t, s.ws, nil, "--policy", s.noPolicy, "--runner", "bwrap", "--mode", "workspace-write", "-c", "chmod -t .")
+	if fi, err := os.Stat(s.ws); err != nil || fi.Mode()&os.ModeSticky == 0 || r.code != 0 {
+		t.Errorf("chmod -t on a root others may write: exit %d, mode %v after (%q); want the sticky bit back", r.code, fi.Mode(), r.stderr)
+	}
+	os.Chmod(s.ws, 0o755)
 	r = toh(t, s.ws, nil, "--policy", s.noPolicy, "--runner", "bwrap", "--mode", "workspace-write", "-c", "chmod 0700 .git")
 	if r.code != 0 || mode(git) != 0o700 || r.stderr != "" {
 		t.Errorf("narrowing: exit %d, mode %04o, stderr %q; want it kept, quietly", r.code, mode(git), r.stderr)

@@ -788,6 +788,15 @@ func TestBwrapStartsWhereAsked(t *testing.T) {
 	if r.code != exitCannotStart || e.Error == nil || e.Error.Code != "CANNOT_START" || !strings.Contains(e.Error.Message, "private /tmp") {
 		t.Fatalf("working under the private /tmp: exit %d facts %+v error %+v, want CANNOT_START naming the private /tmp", r.code, e.Result, e.Error)
 	}
+	// Spelled through a link, the directory is judged where it really is: a link to
+	// /dev/shm would otherwise start the command in the private, empty /dev/shm.
+	shm := filepath.Join(s.beside, "shm")
+	if err := os.Symlink("/dev/shm", shm); err != nil {
+		t.Fatal(err)
+	}
+	if r := toh(t, shm, []string{"PWD=" + shm}, "--policy", pol, "--runner", "bwrap", "-c", "pwd"); r.code != exitCannotStart || !strings.Contains(r.stderr, "private /dev") {
+		t.Fatalf("working in /dev/shm through a link: exit %d stdout %q (%q), want CANNOT_START naming the private /dev", r.code, r.stdout, r.stderr)
+	}
 	// Control: the same directory in read-only mode, where /tmp is the host's.
 	if r := toh(t, inTmp, nil, "--policy", pol, "--runner", "bwrap", "--mode", "read-only", "-c", "pwd"); r.code != 0 || r.stdout != inTmp+"\n" {
 		t.Fatalf("read-only under /tmp: exit %d stdout %q (%q)", r.code, r.stdout, r.stderr)
