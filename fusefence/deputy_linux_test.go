@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/toh-sandbox/toh/internal/posixacl"
 	"github.com/toh-sandbox/toh/internal/testutil"
 	"github.com/toh-sandbox/toh/policy"
 )
@@ -685,11 +686,11 @@ func TestLinkOutGroupsAndACLs(t *testing.T) {
 	}
 	const all = ^uint32(0)
 	setACL(t, e.outside+"/acl", aclBytes( // user:nobody:r-x, nothing for the rest
-		[3]uint32{aclUserObj, 7, all}, [3]uint32{aclUser, 5, nobody}, [3]uint32{aclGroupObj, 0, all}, [3]uint32{aclMask, 5, all}, [3]uint32{aclOther, 0, all}))
+		[3]uint32{posixacl.UserObj, 7, all}, [3]uint32{posixacl.User, 5, nobody}, [3]uint32{posixacl.GroupObj, 0, all}, [3]uint32{posixacl.Mask, 5, all}, [3]uint32{posixacl.Other, 0, all}))
 	setACL(t, e.outside+"/acldeny", aclBytes( // user:nobody:---, r-x for the rest
-		[3]uint32{aclUserObj, 7, all}, [3]uint32{aclUser, 0, nobody}, [3]uint32{aclGroupObj, 5, all}, [3]uint32{aclMask, 5, all}, [3]uint32{aclOther, 5, all}))
+		[3]uint32{posixacl.UserObj, 7, all}, [3]uint32{posixacl.User, 0, nobody}, [3]uint32{posixacl.GroupObj, 5, all}, [3]uint32{posixacl.Mask, 5, all}, [3]uint32{posixacl.Other, 5, all}))
 	setACL(t, e.outside+"/aclgrp", aclBytes( // group:4242:r-x, nothing for the rest
-		[3]uint32{aclUserObj, 7, all}, [3]uint32{aclGroupObj, 0, all}, [3]uint32{aclGroup, 5, group}, [3]uint32{aclMask, 5, all}, [3]uint32{aclOther, 0, all}))
+		[3]uint32{posixacl.UserObj, 7, all}, [3]uint32{posixacl.GroupObj, 0, all}, [3]uint32{posixacl.Group, 5, group}, [3]uint32{posixacl.Mask, 5, all}, [3]uint32{posixacl.Other, 0, all}))
 
 	for _, c := range []struct {
 		dir    string
@@ -900,8 +901,8 @@ func TestACLsEnforced(t *testing.T) {
 	acl := func(p string, nobodyPerm, other, x uint32) {
 		t.Helper()
 		const all = ^uint32(0)
-		setACL(t, p, aclBytes([3]uint32{aclUserObj, 6 | x, all}, [3]uint32{aclUser, nobodyPerm, nobody},
-			[3]uint32{aclGroupObj, 4 | x, all}, [3]uint32{aclMask, 4 | x, all}, [3]uint32{aclOther, other | x, all}))
+		setACL(t, p, aclBytes([3]uint32{posixacl.UserObj, 6 | x, all}, [3]uint32{posixacl.User, nobodyPerm, nobody},
+			[3]uint32{posixacl.GroupObj, 4 | x, all}, [3]uint32{posixacl.Mask, 4 | x, all}, [3]uint32{posixacl.Other, other | x, all}))
 	}
 	acl(e.s("deny"), 0, 4, 0)
 	acl(e.s("ddeny"), 0, 4, 1)

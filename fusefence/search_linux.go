@@ -2,7 +2,6 @@ package fusefence
 
 import (
 	"bufio"
-	"encoding/binary"
 	"os"
 	"slices"
 	"strconv"
@@ -11,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/toh-sandbox/toh/canon"
+	"github.com/toh-sandbox/toh/internal/posixacl"
 )
 
 // searcher is a caller of the mount whose right to search host directories the
@@ -96,19 +96,6 @@ func callerGroups(pid, uid, gid uint32) ([]uint32, bool) {
 	return groups, true
 }
 
-// POSIX ACL entry tags (linux/posix_acl_xattr.h).
-const (
-	aclUserObj  = 0x01
-	aclUser     = 0x02
-	aclGroupObj = 0x04
-	aclGroup    = 0x08
-	aclMask     = 0x10
-	aclOther    = 0x20
-	aclVersion  = 2
-	aclEntryLen = 8
-	aclExec     = 1
-)
-
 // canSearch reports whether the caller may search the directory dir on the host,
 // decided as the kernel's generic_permission decides MAY_EXEC without
 // capabilities: the owner's bits for its owner; else, under an access ACL, a
@@ -147,37 +134,37 @@ func (w *searcher) canSearch(dir string) bool {
 		if g, o := st.Mode&0o010 != 0, st.Mode&0o001 != 0; g == o {
 			return o
 		}
-		acl = []aclEntry{{tag: aclGroupObj, perm: uint16(st.Mode>>3) & 7}, {tag: aclOther, perm: uint16(st.Mode) & 7}}
+		acl = []posixacl.Entry{{Tag: posixacl.GroupObj, Perm: uint16(st.Mode>>3) & 7}, {Tag: posixacl.Other, Perm: uint16(st.Mode) & 7}}
 	}
 	mask := uint16(7) // no mask entry: nothing limited
 	var other uint16
 	for _, e := range acl {
-		switch e.tag {
-		case aclMask:
-			mask = e.perm
-		case aclOther:
-			other = e.perm
+		switch e.Tag {
+		case posixacl.Mask:
+			mask = e.Perm
+		case posixacl.Other:
+			other = e.Perm
 		}
 	}
 	for _, e := range acl {
-		if e.tag == aclUser && e.id == w.uid {
-			return e.perm&mask&aclExec != 0 // a named user is decided by its entry alone
+		if e.Tag == posixacl.User && e.ID == w.uid {
+			return e.Perm&mask&posixacl.Exec != 0 // a named user is decided by its entry alone
 		}
 	}
-	otherGrants := other&aclExec != 0
+	otherGrants := other&posixacl.Exec != 0
 	matched, uncertain := false, false
 	for _, e := range acl {
 		var gid uint32
-		switch e.tag {
-		case aclGroupObj:
+		switch e.Tag {
+		case posixacl.GroupObj:
 			gid = st.Gid
-		case aclGroup:
-			gid = e.id
+		case posixacl.Group:
+			gid = e.ID
 		default:
 			continue
 		}
 		member, known := w.inGroup(gid)
-		grants := e.perm&mask&aclExec != 0
+		grants := e.Perm&mask&posixacl.Exec != 0
 		switch {
 		case member && grants:
 			return true
@@ -195,12 +182,6 @@ func (w *searcher) canSearch(dir string) bool {
 	return otherGrants
 }
 
-// aclEntry is one entry of an access ACL.
-type aclEntry struct {
-	tag, perm uint16
-	id        uint32
-}
-
 // readACL reads the access ACL of path: nil and true when it has none, false when
 // it cannot be read or parsed.
 // openDirNoLinks opens the canonical directory dir as O_PATH, following no symlink
@@ -214,13 +195,13 @@ func openDirNoLinks(dir string) (int, error) {
 }
 
 // readACL reads the access ACL of path, followed (a /proc/self/fd link).
-func readACL(path string) ([]aclEntry, bool) {
-	buf := make([]byte, 4+16*aclEntryLen)
+func readACL(path string) ([]posixacl.Entry, bool) {
+	buf := make([]byte, posixacl.Size(16))
 	for {
 		n, err := unix.Getxattr(path, "system.posix_acl_access", buf)
 		switch err {
 		case nil:
-			return parseACL(buf[:n])
+			return posixacl.Parse(buf[:n])
 		case unix.ENODATA, unix.EOPNOTSUPP:
 			return nil, true
 		case unix.ERANGE:
@@ -233,24 +214,4 @@ func readACL(path string) ([]aclEntry, bool) {
 		}
 		return nil, false
 	}
-}
-
-// parseACL decodes the xattr form of a POSIX ACL (posix_acl_xattr_header and
-// entries, little-endian).
-func parseACL(b []byte) ([]aclEntry, bool) {
-	if len(b) < 4 || binary.LittleEndian.Uint32(b) != aclVersion || (len(b)-4)%aclEntryLen != 0 {
-		return nil, false
-	}
-	var acl []aclEntry
-	for b = b[4:]; len(b) > 0; b = b[aclEntryLen:] {
-		acl = append(acl, aclEntry{
-			tag:  binary.LittleEndian.Uint16(b),
-			perm: binary.LittleEndian.Uint16(b[2:]),
-			id:   binary.LittleEndian.Uint32(b[4:]),
-		})
-	}
-	if len(acl) == 0 {
-		return nil, false
-	}
-	return acl, true
 }

@@ -1,7 +1,6 @@
 package fusefence
 
 import (
-	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
@@ -9,17 +8,17 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/toh-sandbox/toh/internal/posixacl"
 )
 
 // aclBytes encodes entries {tag, perm, id} as the system.posix_acl_access xattr.
 func aclBytes(ents ...[3]uint32) []byte {
-	b := binary.LittleEndian.AppendUint32(nil, aclVersion)
+	var acl []posixacl.Entry
 	for _, e := range ents {
-		b = binary.LittleEndian.AppendUint16(b, uint16(e[0]))
-		b = binary.LittleEndian.AppendUint16(b, uint16(e[1]))
-		b = binary.LittleEndian.AppendUint32(b, e[2])
+		acl = append(acl, posixacl.Entry{Tag: uint16(e[0]), Perm: uint16(e[1]), ID: e[2]})
 	}
-	return b
+	return posixacl.Encode(acl...)
 }
 
 // setACL sets the access ACL b (see aclBytes) on path; the test skips where the
@@ -61,11 +60,11 @@ func TestCanSearchGroupsUnknown(t *testing.T) {
 		{"both", 0o711, nil, true},
 		{"groupOnly", 0o750, nil, false},   // might be in the group: allowed; might not: denied
 		{"groupDenies", 0o705, nil, false}, // might be in the group: denied
-		{"named", 0o700, aclBytes([3]uint32{aclUserObj, 7, none}, [3]uint32{aclUser, 5, nobody}, [3]uint32{aclGroupObj, 0, none}, [3]uint32{aclMask, 5, none}, [3]uint32{aclOther, 0, none}), true},
-		{"namedMasked", 0o700, aclBytes([3]uint32{aclUserObj, 7, none}, [3]uint32{aclUser, 7, nobody}, [3]uint32{aclGroupObj, 0, none}, [3]uint32{aclMask, 4, none}, [3]uint32{aclOther, 0, none}), false},
-		{"namedDenied", 0o755, aclBytes([3]uint32{aclUserObj, 7, none}, [3]uint32{aclUser, 0, nobody}, [3]uint32{aclGroupObj, 5, none}, [3]uint32{aclMask, 5, none}, [3]uint32{aclOther, 5, none}), false},
-		{"namedGroup", 0o700, aclBytes([3]uint32{aclUserObj, 7, none}, [3]uint32{aclGroupObj, 0, none}, [3]uint32{aclGroup, 5, group}, [3]uint32{aclMask, 5, none}, [3]uint32{aclOther, 0, none}), false},
-		{"namedGroupAndOther", 0o755, aclBytes([3]uint32{aclUserObj, 7, none}, [3]uint32{aclGroupObj, 5, none}, [3]uint32{aclGroup, 5, group}, [3]uint32{aclMask, 5, none}, [3]uint32{aclOther, 5, none}), true},
+		{"named", 0o700, aclBytes([3]uint32{posixacl.UserObj, 7, none}, [3]uint32{posixacl.User, 5, nobody}, [3]uint32{posixacl.GroupObj, 0, none}, [3]uint32{posixacl.Mask, 5, none}, [3]uint32{posixacl.Other, 0, none}), true},
+		{"namedMasked", 0o700, aclBytes([3]uint32{posixacl.UserObj, 7, none}, [3]uint32{posixacl.User, 7, nobody}, [3]uint32{posixacl.GroupObj, 0, none}, [3]uint32{posixacl.Mask, 4, none}, [3]uint32{posixacl.Other, 0, none}), false},
+		{"namedDenied", 0o755, aclBytes([3]uint32{posixacl.UserObj, 7, none}, [3]uint32{posixacl.User, 0, nobody}, [3]uint32{posixacl.GroupObj, 5, none}, [3]uint32{posixacl.Mask, 5, none}, [3]uint32{posixacl.Other, 5, none}), false},
+		{"namedGroup", 0o700, aclBytes([3]uint32{posixacl.UserObj, 7, none}, [3]uint32{posixacl.GroupObj, 0, none}, [3]uint32{posixacl.Group, 5, group}, [3]uint32{posixacl.Mask, 5, none}, [3]uint32{posixacl.Other, 0, none}), false},
+		{"namedGroupAndOther", 0o755, aclBytes([3]uint32{posixacl.UserObj, 7, none}, [3]uint32{posixacl.GroupObj, 5, none}, [3]uint32{posixacl.Group, 5, group}, [3]uint32{posixacl.Mask, 5, none}, [3]uint32{posixacl.Other, 5, none}), true},
 	} {
 		dir := filepath.Join(base, c.name)
 		if err := os.Mkdir(dir, 0o700); err != nil {
@@ -99,27 +98,6 @@ func TestCanSearchGroupsUnknown(t *testing.T) {
 			t.Errorf("%s: canSearch for a caller in no other group disagrees with the host (test -x: %v)", c.name, err)
 		}
 	}
-}
-
-// FuzzParseACL: any bytes parse or are refused without a panic, and what parses
-// encodes back to the same bytes.
-func FuzzParseACL(f *testing.F) {
-	f.Add(aclBytes([3]uint32{aclUserObj, 7, ^uint32(0)}, [3]uint32{aclGroupObj, 5, ^uint32(0)}, [3]uint32{aclOther, 5, ^uint32(0)}))
-	f.Add([]byte{2, 0, 0, 0})
-	f.Add([]byte{})
-	f.Fuzz(func(t *testing.T, b []byte) {
-		acl, ok := parseACL(b)
-		if !ok {
-			return
-		}
-		var ents [][3]uint32
-		for _, e := range acl {
-			ents = append(ents, [3]uint32{uint32(e.tag), uint32(e.perm), e.id})
-		}
-		if got := aclBytes(ents...); string(got) != string(b) {
-			t.Fatalf("parseACL(%x) = %v, which encodes as %x", b, acl, got)
-		}
-	})
 }
 
 // TestCallerGroups reads this process's groups, and refuses to when the uid or

@@ -24,12 +24,15 @@ package sandbox
 // paths are not kept at all (partial), so there is nothing to keep others from.
 
 import (
+	"bytes"
 	"fmt"
 	"path/filepath"
 	"sort"
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/toh-sandbox/toh/internal/posixacl"
 )
 
 // aclNames are the POSIX ACL attributes that can widen who may change a directory or,
@@ -124,45 +127,46 @@ func widened(before, now uint32) bool {
 }
 
 // aclWriters lists who, besides the owner, a POSIX ACL (its xattr value) lets write:
-// named users and groups and the owning group through the mask, and others.
-func aclWriters(acl []byte) map[[2]uint32]bool {
-	const (
-		userObj, user, groupObj, group, mask, other = 0x01, 0x02, 0x04, 0x08, 0x10, 0x20
-	)
-	type entry struct {
-		tag, perm uint16
-		id        uint32
+// named users and groups and the owning group through the mask, and others. ok is
+// false for a value that is no ACL.
+func aclWriters(b []byte) (writers map[posixacl.Entry]bool, ok bool) {
+	acl, ok := posixacl.Parse(b)
+	if !ok {
+		return nil, false
 	}
-	var es []entry
 	maskW := true
-	for i := 4; i+8 <= len(acl); i += 8 {
-		e := entry{uint16(acl[i]) | uint16(acl[i+1])<<8, uint16(acl[i+2]) | uint16(acl[i+3])<<8,
-			uint32(acl[i+4]) | uint32(acl[i+5])<<8 | uint32(acl[i+6])<<16 | uint32(acl[i+7])<<24}
-		if e.tag == mask {
-			maskW = e.perm&2 != 0
+	for _, e := range acl {
+		if e.Tag == posixacl.Mask {
+			maskW = e.Perm&posixacl.Write != 0
 		}
-		es = append(es, e)
 	}
-	out := map[[2]uint32]bool{}
-	for _, e := range es {
+	writers = map[posixacl.Entry]bool{}
+	for _, e := range acl {
 		switch {
-		case e.perm&2 == 0, e.tag == userObj, e.tag == mask:
-		case e.tag == other:
-			out[[2]uint32{other, 0}] = true
-		case (e.tag == user || e.tag == group || e.tag == groupObj) && maskW:
-			out[[2]uint32{uint32(e.tag), e.id}] = true
+		case e.Perm&posixacl.Write == 0:
+		case e.Tag == posixacl.Other:
+			writers[posixacl.Entry{Tag: e.Tag}] = true
+		case e.Tag == posixacl.User || e.Tag == posixacl.Group || e.Tag == posixacl.GroupObj:
+			if maskW {
+				writers[posixacl.Entry{Tag: e.Tag, ID: e.ID}] = true
+			}
 		}
 	}
-	return out
+	return writers, true
 }
 
-// aclWidened reports whether the ACL now lets someone write whom it did not before.
+// aclWidened reports whether the ACL now lets someone write whom it did not before;
+// a value that is no ACL counts as widened when it changed.
 func aclWidened(before, now []byte) bool {
-	if now == nil {
+	if now == nil || bytes.Equal(before, now) {
 		return false
 	}
-	was := aclWriters(before)
-	for w := range aclWriters(now) {
+	was, _ := aclWriters(before)
+	is, ok := aclWriters(now)
+	if !ok {
+		return true
+	}
+	for w := range is {
 		if !was[w] {
 			return true
 		}

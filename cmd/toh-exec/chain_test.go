@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toh-sandbox/toh/internal/posixacl"
 	"github.com/toh-sandbox/toh/internal/testutil"
 	"golang.org/x/sys/unix"
 )
@@ -212,15 +213,10 @@ func TestPoisonedProbeVerdictOutlivesNoRun(t *testing.T) {
 // aclGranting is a POSIX ACL that gives uid rwx, as "setfacl -m u:UID:rwx" writes it
 // (the value of system.posix_acl_access or system.posix_acl_default).
 func aclGranting(uid uint32) []byte {
-	acl := []byte{2, 0, 0, 0}
-	for _, e := range []struct {
-		tag, perm uint16
-		id        uint32
-	}{{0x01, 7, ^uint32(0)}, {0x02, 7, uid}, {0x04, 5, ^uint32(0)}, {0x10, 7, ^uint32(0)}, {0x20, 5, ^uint32(0)}} {
-		acl = append(acl, byte(e.tag), byte(e.tag>>8), byte(e.perm), byte(e.perm>>8),
-			byte(e.id), byte(e.id>>8), byte(e.id>>16), byte(e.id>>24))
-	}
-	return acl
+	all := ^uint32(0)
+	return posixacl.Encode(posixacl.Entry{Tag: posixacl.UserObj, Perm: 7, ID: all}, posixacl.Entry{Tag: posixacl.User, Perm: 7, ID: uid},
+		posixacl.Entry{Tag: posixacl.GroupObj, Perm: 5, ID: all}, posixacl.Entry{Tag: posixacl.Mask, Perm: 7, ID: all},
+		posixacl.Entry{Tag: posixacl.Other, Perm: 5, ID: all})
 }
 
 // A FIFO at the cache's place (planted by a command that could once write there) does
