@@ -57,7 +57,14 @@ func (b *bwrapProvider) Confine(argv []string, pol policy.Execution) (Confined, 
 	if real, err := filepath.EvalSymlinks(cwd); err == nil {
 		cwd = real
 	}
-	args, standIns, fenced := bwrapArgvHiding(pol, argv, b.guarded, deputyHides(pol, os.Getenv, cwd))
+	hides := deputyHides(pol, os.Getenv, cwd)
+	var hidden []string
+	for _, h := range hides {
+		if h.dir {
+			hidden = append(hidden, h.path)
+		}
+	}
+	args, standIns, fenced := bwrapArgvHiding(pol, argv, b.guarded, hides)
 	return Confined{
 		FencedRoots:        fenced,
 		Argv:               withStatusFD(statusBwrap, append([]string{b.path}, args...)),
@@ -68,6 +75,7 @@ func (b *bwrapProvider) Confine(argv []string, pol policy.Execution) (Confined, 
 		Network:            network,
 		SignalAsStatus:     true,
 		standIns:           standIns,
+		hidden:             hidden,
 		netFilter:          network == policy.NetworkDeny,
 		status:             statusBwrap,
 	}, nil

@@ -2,10 +2,12 @@ package sandbox
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -98,6 +100,36 @@ func TestBwrapHidesDeputies(t *testing.T) {
 				t.Errorf("%s: dial %s: %+v %v %q, want connected=%v", pol.Mode, tc.target, facts, err, stderr.String(), tc.connected)
 			}
 		}
+	}
+}
+
+// A caller of Run that passes a working directory the argv hides (Confine saw
+// another) gets a SpawnError naming the hide, not a run in $HOME or a runner
+// failure. Control: the same Confined run in the directory Confine saw.
+func TestRunRefusesAHiddenWorkingDirectory(t *testing.T) {
+	bwrap := testutil.RequireBwrap(t)
+	dir, err := os.MkdirTemp("/var/tmp", "toh-deputies-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	rt := filepath.Join(dir, "rt")
+	if err := os.Mkdir(rt, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("XDG_RUNTIME_DIR", rt)
+	t.Chdir(dir)
+	pol := policy.Execution{Mode: policy.ReadOnly, Network: policy.NetworkAllow}
+	c, err := newBwrapProvider(bwrap, nil).Confine([]string{"true"}, pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if facts, err := Run(c, pol, dir, os.Environ(), Stdio{}); err != nil || facts.ExitCode != 0 {
+		t.Fatalf("control, in the directory Confine saw: %+v %v", facts, err)
+	}
+	var se *SpawnError
+	if _, err := Run(c, pol, rt, os.Environ(), Stdio{}); !errors.As(err, &se) || !strings.Contains(err.Error(), "hides "+rt) {
+		t.Fatalf("in the hidden %s: %v, want a SpawnError naming the hide", rt, err)
 	}
 }
 

@@ -253,7 +253,7 @@ func Run(c Confined, pol policy.Execution, dir string, env []string, stdio Stdio
 		if real, err := filepath.EvalSymlinks(dir); err == nil {
 			dir = real
 		}
-		if err := bwrapShowsDir(pol, dir); err != nil {
+		if err := bwrapShowsDir(pol, c.hidden, dir); err != nil {
 			return facts, &SpawnError{Argv0: c.Argv[0], Err: err}
 		}
 		// Where the command starts, or a runner failure: without it bwrap starts the
@@ -446,12 +446,18 @@ func checkDir(dir string) error {
 }
 
 // bwrapShowsDir refuses a working directory the bwrap rung's argv covers with a mount
-// of its own: the private /dev, and under workspace-write the private /tmp unless a
-// bound root holds it. Spawned anyway, bwrap would fail to enter it, which reads as
+// of its own: the private /dev, a directory hidden for its deputies (Confine never
+// hides its own working directory; a library caller may pass another), and under
+// workspace-write the private /tmp unless a bound root holds it. Spawned anyway, bwrap would fail to enter it, which reads as
 // the sandbox being unavailable; this names the cause instead.
-func bwrapShowsDir(pol policy.Execution, dir string) error {
+func bwrapShowsDir(pol policy.Execution, hidden []string, dir string) error {
 	if canon.LexicallyWithin(dir, "/dev") {
 		return fmt.Errorf("working directory %q: the bwrap rung gives the command a private /dev, where it does not exist; start the command elsewhere", dir)
+	}
+	for _, h := range hidden {
+		if canon.LexicallyWithin(dir, h) {
+			return fmt.Errorf("working directory %q: the bwrap rung hides %s (deputies.go), and this run was confined for another working directory", dir, h)
+		}
 	}
 	if pol.Mode != policy.WorkspaceWrite || !canon.LexicallyWithin(dir, "/tmp") {
 		return nil

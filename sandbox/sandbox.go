@@ -224,6 +224,10 @@ type Confined struct {
 	// launcher (landlock_direct_linux.go). Argv stays the launcher's, and is what runs
 	// when a Stage is set.
 	landlock *landlockFlags
+	// hidden are the directories the bwrap argv covers with an empty tmpfs to hide
+	// deputies (deputies.go): they hold the working directory Confine saw, never the
+	// one a caller of [Run] may pass instead, which Run checks.
+	hidden []string
 	// status, when set, is how Argv's runner reports on its status pipe, which Argv
 	// names at descriptor 3 (status.go): [Run] must then pass that pipe whenever it
 	// execs Argv.
