@@ -446,13 +446,21 @@ func checkDir(dir string) error {
 }
 
 // bwrapShowsDir refuses a working directory the bwrap rung's argv covers with a mount
-// of its own: the private /dev, a directory hidden for its deputies (Confine never
-// hides its own working directory; a library caller may pass another), and under
-// workspace-write the private /tmp unless a bound root holds it. Spawned anyway, bwrap would fail to enter it, which reads as
-// the sandbox being unavailable; this names the cause instead.
+// of its own: the private /dev, a process's directory in /proc (the command gets the
+// /proc of its own PID namespace, where no process of the host's has one; /proc/self
+// and /proc/thread-self resolve to one), a directory hidden for its deputies
+// (Confine never hides its own working directory; a library caller may pass
+// another), and under workspace-write the private /tmp unless a bound root holds it.
+// Spawned anyway, bwrap would fail to enter it, which reads as the sandbox being
+// unavailable; this names the cause instead.
 func bwrapShowsDir(pol policy.Execution, hidden []string, dir string) error {
 	if canon.LexicallyWithin(dir, "/dev") {
 		return fmt.Errorf("working directory %q: the bwrap rung gives the command a private /dev, where it does not exist; start the command elsewhere", dir)
+	}
+	if rest, ok := strings.CutPrefix(dir, "/proc/"); ok {
+		if pid, _, _ := strings.Cut(rest, "/"); pid != "" && strings.Trim(pid, "0123456789") == "" {
+			return fmt.Errorf("working directory %q: the bwrap rung gives the command the /proc of its own PID namespace, where process %s has no directory; start the command elsewhere", dir, pid)
+		}
 	}
 	for _, h := range hidden {
 		if canon.LexicallyWithin(dir, h) {

@@ -801,4 +801,21 @@ func TestBwrapStartsWhereAsked(t *testing.T) {
 	if r := toh(t, inTmp, nil, "--policy", pol, "--runner", "bwrap", "--mode", "read-only", "-c", "pwd"); r.code != 0 || r.stdout != inTmp+"\n" {
 		t.Fatalf("read-only under /tmp: exit %d stdout %q (%q)", r.code, r.stdout, r.stderr)
 	}
+	// A process's directory in /proc (toh-exec's own, through /proc/self) is not in
+	// the command's /proc: bwrap failed to enter it, reported as "sandbox
+	// unavailable" (123), advice to run unconfined included.
+	e, r = tohJSON(t, "/proc/self/task", nil, "--policy", pol, "--runner", "bwrap", "-c", "pwd")
+	if r.code != exitCannotStart || e.Error == nil || e.Error.Code != "CANNOT_START" || !strings.Contains(e.Error.Message, "PID namespace") {
+		t.Fatalf("working in /proc/PID/task: exit %d facts %+v error %+v, want CANNOT_START naming the PID namespace", r.code, e.Result, e.Error)
+	}
+	// Controls: /proc's other directories are there, and Landlock starts the command
+	// in toh-exec's own.
+	if r := toh(t, "/proc/sys/kernel", nil, "--policy", pol, "--runner", "bwrap", "-c", "pwd"); r.code != 0 || r.stdout != "/proc/sys/kernel\n" {
+		t.Fatalf("working in /proc/sys/kernel: exit %d stdout %q (%q)", r.code, r.stdout, r.stderr)
+	}
+	if testutil.LandlockABI() >= 1 {
+		if r := toh(t, "/proc/self/task", nil, "--policy", pol, "--runner", "landlock", "-c", "pwd"); r.code != 0 || !strings.HasPrefix(r.stdout, "/proc/") {
+			t.Fatalf("Landlock, working in /proc/PID/task: exit %d stdout %q (%q)", r.code, r.stdout, r.stderr)
+		}
+	}
 }
