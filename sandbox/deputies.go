@@ -22,8 +22,10 @@ package sandbox
 //     may connect to any user's session bus.
 //   - The X11 socket directory /tmp/.X11-unix (an X client can type into a
 //     terminal), the caller's tmux and screen socket directories (/tmp/tmux-UID,
-//     $TMUX_TMPDIR/tmux-UID, /run/screen, $SCREENDIR) and the socket $TMUX names
-//     become empty too. Under workspace-write /tmp is a private tmpfs already. A
+//     $TMUX_TMPDIR/tmux-UID, /run/screen, $SCREENDIR), its Emacs and Neovim server
+//     directories where no runtime directory holds them (emacsUID and nvim.$USER
+//     in /tmp and $TMPDIR: emacsclient --eval and nvim --remote-expr run code in
+//     the editor) and the socket $TMUX names become empty too. Under workspace-write /tmp is a private tmpfs already. A
 //     directory the environment names must be the caller's own and closed to others
 //     (XDG_RUNTIME_DIR=/usr/bin hides nothing), and one in the host's /tmp must be
 //     root's or the caller's, the only users who can remove it there (/tmp is
@@ -46,9 +48,9 @@ package sandbox
 // service started during the run) is not hidden.
 //
 // Not covered: a deputy this list does not know (an editor's or an IDE's command
-// socket elsewhere in the host's /tmp, which read-only runs see: Emacs's
-// /tmp/emacsUID/server, Neovim's, VS Code's vscode-ipc-*.sock; a service listening
-// in the workspace). Hiding every socket in /tmp was tried and not kept: any local
+// socket elsewhere in the host's /tmp, which read-only runs see: VS Code's
+// vscode-ipc-*.sock, an editor server started with a socket name of its own; a
+// service listening in the workspace). Hiding every socket in /tmp was tried and not kept: any local
 // user can make thousands there (bwrap then fails on its argument count) or remove
 // one between the look and the mount (bwrap then fails to make its mountpoint),
 // and sockets one level down stayed reachable anyway. Also not covered: the same
@@ -124,6 +126,25 @@ func deputyHides(pol policy.Execution, getenv func(string) string, cwd string) [
 	}
 	if p := "/tmp/tmux-" + strconv.Itoa(uid); ownedBy(p, uid) {
 		dirs = append(dirs, p)
+	}
+	// Editors' server sockets where no runtime directory is set: Emacs's
+	// server-socket-dir ($TMPDIR or /tmp, emacsUID: emacsclient --eval runs Lisp)
+	// and Neovim's run directory ($TMPDIR or /tmp, nvim.USER: --remote-expr runs
+	// Vimscript). $TMPDIR's must be private too, like the environment's others.
+	editors := []string{"emacs" + strconv.Itoa(uid)}
+	if u := getenv("USER"); u != "" && !strings.Contains(u, "/") {
+		editors = append(editors, "nvim."+u)
+	}
+	tmpdir := getenv("TMPDIR")
+	for _, name := range editors {
+		if p := "/tmp/" + name; ownedBy(p, uid) {
+			dirs = append(dirs, p)
+		}
+		if tmpdir != "" {
+			if p := filepath.Join(tmpdir, name); ownPrivateDir(p, uid) {
+				dirs = append(dirs, p)
+			}
+		}
 	}
 	socks := append([]string(nil), deputySockets...)
 	if t, _, _ := strings.Cut(getenv("TMUX"), ","); t != "" {

@@ -48,7 +48,14 @@ func TestBwrapHidesDeputies(t *testing.T) {
 		}
 	}
 	system, bus, other := filepath.Join(dir, "system.sock"), filepath.Join(rt, "bus"), filepath.Join(dir, "other.sock")
-	targets := []string{system, bus}
+	// An Emacs server's socket in $TMPDIR (where Emacs keeps it without a runtime
+	// directory).
+	emacs := filepath.Join(dir, "tmpdir", fmt.Sprintf("emacs%d", os.Getuid()))
+	if err := os.MkdirAll(emacs, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TMPDIR", filepath.Dir(emacs))
+	targets := []string{system, bus, filepath.Join(emacs, "server")}
 	// Another user's runtime directory, when this test may make one (as root).
 	if other, err := os.MkdirTemp("/run/user", "toh-test-"); err == nil {
 		t.Cleanup(func() { os.RemoveAll(other) })
@@ -209,6 +216,28 @@ func TestDeputyHides(t *testing.T) {
 			}
 		}
 	}
+	// Editors' server directories in $TMPDIR: the caller's own private ones, not one
+	// open to others, nor a name for another user's.
+	tmpdir := filepath.Join(dir, "tmpdir")
+	emacs, nvim, nvimOpen := filepath.Join(tmpdir, fmt.Sprintf("emacs%d", os.Getuid())), filepath.Join(tmpdir, "nvim.tohuser"), filepath.Join(tmpdir, "nvim.other")
+	for _, d := range []string{tmpdir, emacs, nvim, nvimOpen} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Chmod(nvimOpen, 0o755)
+	env["TMPDIR"], env["USER"] = tmpdir, "tohuser"
+	want = []bwrapHide{{rt, true}, {emacs, true}, {nvim, true}, {sock, false}, {tmpSock, false}, {inProj, false}, {tmuxSock, false}}
+	if d := cmp.Diff(want, ours(deputyHides(ro, getenv, proj)), opt); d != "" {
+		t.Errorf("read-only, editors' directories in $TMPDIR (-want +got):\n%s", d)
+	}
+	env["USER"] = "other"
+	want = []bwrapHide{{rt, true}, {emacs, true}, {sock, false}, {tmpSock, false}, {inProj, false}, {tmuxSock, false}}
+	if d := cmp.Diff(want, ours(deputyHides(ro, getenv, proj)), opt); d != "" {
+		t.Errorf("read-only, another's Neovim directory open to all (-want +got):\n%s", d)
+	}
+	delete(env, "TMPDIR")
+	delete(env, "USER")
 	// Directories the environment names that are not the caller's own and private.
 	open := filepath.Join(dir, "open")
 	os.Mkdir(open, 0o755)
