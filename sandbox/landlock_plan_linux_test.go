@@ -156,10 +156,13 @@ func runSeccompBPF(t *testing.T, prog []unix.SockFilter, arch, nr uint32, args .
 				t.Fatalf("pc %d: load at %d", pc, ins.K)
 			}
 			acc = binary.NativeEndian.Uint32(data[ins.K:])
-		case bpfJEq, bpfJSet:
+		case bpfJEq, bpfJSet, bpfJGe:
 			taken := acc == ins.K
-			if ins.Code == bpfJSet {
+			switch ins.Code {
+			case bpfJSet:
 				taken = acc&ins.K != 0
+			case bpfJGe:
+				taken = acc >= ins.K
 			}
 			if taken {
 				pc += int(ins.Jt)
@@ -242,4 +245,177 @@ func TestLandlockSeccompFilter(t *testing.T) {
 		expect("socket(AF_UNIX)", run(a.socket, unix.AF_UNIX, unix.SOCK_STREAM, 0), seccompAllow)
 		expect("socket(AF_UNIX) with high bits", run(a.socket, 7<<32|unix.AF_UNIX, unix.SOCK_STREAM, 0), seccompAllow)
 	}
+}
+
+// linearSeccompFilter is the filter as it was before the search (buildSeccompFilter):
+// one comparison per number, in a row. It is the reference the search must agree
+// with.
+func linearSeccompFilter(a seccompArch, s seccompPlan) []unix.SockFilter {
+	prog := []unix.SockFilter{
+		bpfStmt(bpfLoadWord, seccompDataArch),
+		bpfJump(bpfJEq, a.auditArch, 1, 0),
+		bpfStmt(bpfRet, seccompKill),
+		bpfStmt(bpfLoadWord, seccompDataNr),
+	}
+	if a.x32Bit != 0 {
+		prog = append(prog, bpfJump(bpfJSet, a.x32Bit, 0, 1), bpfStmt(bpfRet, seccompKill))
+	}
+	deny := func(nr uint32, e unix.Errno) {
+		prog = append(prog, bpfJump(bpfJEq, nr, 0, 1), bpfStmt(bpfRet, seccompErrno(e)))
+	}
+	block := func(nr uint32, body []unix.SockFilter) {
+		prog = append(prog, bpfJump(bpfJEq, nr, 0, uint8(len(body))))
+		prog = append(prog, body...)
+	}
+	for _, nr := range a.ioUring {
+		deny(nr, unix.ENOSYS)
+	}
+	if s.vsockOnly {
+		block(a.socket, []unix.SockFilter{
+			bpfStmt(bpfLoadWord, seccompDataArgsLow+8*0),
+			bpfJump(bpfJEq, unix.AF_VSOCK, 0, 1),
+			bpfStmt(bpfRet, seccompErrno(unix.EACCES)),
+			bpfStmt(bpfRet, seccompAllow),
+		})
+		return append(prog, bpfStmt(bpfRet, seccompAllow))
+	}
+	if a.prlimit != 0 {
+		block(a.prlimit, []unix.SockFilter{
+			bpfStmt(bpfLoadWord, seccompDataArgsLow+8*0),
+			bpfJump(bpfJEq, 0, 4, 0),
+			bpfStmt(bpfLoadWord, seccompDataArgsLow+8*2),
+			bpfJump(bpfJEq, 0, 0, 3),
+			bpfStmt(bpfLoadWord, seccompDataArgsLow+8*2+4),
+			bpfJump(bpfJEq, 0, 0, 1),
+			bpfStmt(bpfRet, seccompAllow),
+			bpfStmt(bpfRet, seccompErrno(unix.EPERM)),
+		})
+	}
+	if s.metadata {
+		for _, nr := range a.metadata {
+			deny(nr, unix.EACCES)
+		}
+		body := []unix.SockFilter{bpfStmt(bpfLoadWord, seccompDataArgsLow+8*1)}
+		for _, cmd := range seccompDeniedIoctls {
+			body = append(body, bpfJump(bpfJEq, cmd, 0, 1), bpfStmt(bpfRet, seccompErrno(unix.EACCES)))
+		}
+		body = append(body, bpfStmt(bpfRet, seccompAllow))
+		block(a.ioctl, body)
+	}
+	if s.net {
+		block(a.socket, []unix.SockFilter{
+			bpfStmt(bpfLoadWord, seccompDataArgsLow+8*0),
+			bpfJump(bpfJEq, unix.AF_UNIX, 0, 1),
+			bpfStmt(bpfRet, seccompAllow),
+			bpfStmt(bpfRet, seccompErrno(unix.EACCES)),
+		})
+	}
+	return append(prog, bpfStmt(bpfRet, seccompAllow))
+}
+
+// The search decides as the row did, for every plan, every syscall number below 1100
+// (both ABIs of the audit arch and a foreign one) and arguments that reach every
+// branch of every block; and an allowed number passes few instructions, which is
+// what makes the kernel's installation cheap.
+func TestSeccompFilterMatchesReference(t *testing.T) {
+	a := landlockSeccompArch
+	if !a.supported() {
+		t.Skip("no seccomp filter on this architecture")
+	}
+	var argSets [][]uint64
+	for _, first := range []uint64{0, 1234, 1 << 32, unix.AF_UNIX, unix.AF_INET, unix.AF_VSOCK, 7<<32 | unix.AF_UNIX} {
+		for _, second := range append([]uint64{0, unix.TCGETS, 0xdead_0000_0000 | uint64(seccompDeniedIoctls[0])}, uint64Of(seccompDeniedIoctls)...) {
+			for _, third := range []uint64{0, 0x7fff_1000, 1 << 40} {
+				argSets = append(argSets, []uint64{first, second, third, 0})
+			}
+		}
+	}
+	plans := []seccompPlan{{}, {metadata: true}, {net: true}, {metadata: true, net: true}, {vsockOnly: true}}
+	for _, s := range plans {
+		search, row := buildSeccompFilter(a, s), linearSeccompFilter(a, s)
+		arches := []uint32{a.auditArch, unix.AUDIT_ARCH_I386, unix.AUDIT_ARCH_AARCH64}
+		if a.auditArch == unix.AUDIT_ARCH_AARCH64 {
+			arches[2] = unix.AUDIT_ARCH_X86_64
+		}
+		// Every argument set for the numbers with a rule, every seventh for the rest
+		// (a search that led one into a block would still show).
+		ruled := map[uint32]bool{}
+		for _, r := range seccompRules(a, s) {
+			ruled[r.nr] = true
+		}
+		var sparse [][]uint64
+		for i := 0; i < len(argSets); i += 7 {
+			sparse = append(sparse, argSets[i])
+		}
+		longest := 0
+		for _, arch := range arches {
+			for nr := uint32(0); nr < 1100; nr++ {
+				for _, x := range []uint32{0, a.x32Bit} {
+					sets := argSets
+					if !ruled[nr] {
+						sets = sparse
+					}
+					for _, args := range sets {
+						got, want := runSeccompBPF(t, search, arch, nr|x, args...), runSeccompBPF(t, row, arch, nr|x, args...)
+						if got != want {
+							t.Fatalf("%+v: arch %#x nr %d args %#x: search %#x, row %#x", s, arch, nr|x, args, got, want)
+						}
+					}
+				}
+				if arch == a.auditArch {
+					longest = max(longest, seccompSteps(search, nr))
+				}
+			}
+		}
+		if longest > 16 {
+			t.Errorf("%+v: an allowed number passes %d instructions of %d", s, longest, len(search))
+		}
+		t.Logf("%+v: %d instructions (row: %d); an allowed number passes at most %d", s, len(search), len(row), longest)
+	}
+}
+
+func uint64Of(v []uint32) []uint64 {
+	out := make([]uint64, len(v))
+	for i, x := range v {
+		out[i] = uint64(x)
+	}
+	return out
+}
+
+// seccompSteps counts the instructions the filter runs for nr with arguments zero,
+// up to its return or its first argument load (where the kernel's action cache stops
+// looking).
+func seccompSteps(prog []unix.SockFilter, nr uint32) int {
+	acc, steps := uint32(0), 0
+	for pc := 0; pc < len(prog); pc++ {
+		steps++
+		ins := prog[pc]
+		switch ins.Code {
+		case bpfLoadWord:
+			switch ins.K {
+			case seccompDataNr:
+				acc = nr
+			case seccompDataArch:
+				acc = landlockSeccompArch.auditArch
+			default:
+				return steps
+			}
+		case bpfJEq, bpfJSet, bpfJGe:
+			taken := acc == ins.K
+			switch ins.Code {
+			case bpfJSet:
+				taken = acc&ins.K != 0
+			case bpfJGe:
+				taken = acc >= ins.K
+			}
+			if taken {
+				pc += int(ins.Jt)
+			} else {
+				pc += int(ins.Jf)
+			}
+		default:
+			return steps
+		}
+	}
+	return steps
 }
