@@ -3,6 +3,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"runtime"
@@ -15,13 +16,16 @@ import (
 // startForked starts cmd as cmd.Start would, but with syscall.ForkExec instead of
 // os.StartProcess. The first os.StartProcess of a process tests whether pidfds work,
 // and the test forks and reaps a throwaway child (clone(CLONE_VFORK|CLONE_PIDFD));
-// on the Landlock rung, where toh-exec starts exactly one command, that was 0.12 ms
-// of every run (bench/README.md). What cmd.Start does besides is done by the caller
-// (Path, Args, Env fixed, Dir empty: startOnRestrictedThread) or here: standard
-// streams that are files are passed as they are, nil ones are /dev/null. A stream
-// that os/exec would have to copy through a pipe of its own (a Stdin that is not a
-// file) keeps cmd.Start. Errors are the errno of the fork or of the child's exec, as
-// os.StartProcess wraps them in its *fs.PathError.
+// toh-exec starts exactly one program per run (bwrap, or the command on the Landlock
+// rung), so that was 0.12 ms of every run (bench/README.md). What cmd.Start does
+// besides is done here: the environment is cmd.Environ() (the inherited one plus PWD
+// for a Dir, duplicates dropped), standard streams and ExtraFiles that are files are
+// passed as they are (a nil ExtraFiles entry is closed in the child), nil standard
+// streams are /dev/null, and Dir and SysProcAttr go to the fork. A stream that
+// os/exec would have to copy through a pipe of its own (a Stdin that is not a file)
+// keeps cmd.Start. A failure is the *fs.PathError os.StartProcess returns ("fork/exec"
+// and cmd.Path, around the errno of the fork or of the child's chdir or exec), so
+// the runner-failure rule reads it the same (isRunnerSpawnError).
 func startForked(cmd *exec.Cmd) (child, error) {
 	var files [3]*os.File
 	for i, s := range []any{cmd.Stdin, cmd.Stdout, cmd.Stderr} {
@@ -47,10 +51,18 @@ func startForked(cmd *exec.Cmd) (child, error) {
 		}
 	}
 	fds := []uintptr{files[0].Fd(), files[1].Fd(), files[2].Fd()}
-	pid, err := syscall.ForkExec(cmd.Path, cmd.Args, &syscall.ProcAttr{Env: cmd.Env, Files: fds, Sys: cmd.SysProcAttr})
+	for _, f := range cmd.ExtraFiles {
+		if f == nil {
+			fds = append(fds, ^uintptr(0))
+		} else {
+			fds = append(fds, f.Fd())
+		}
+	}
+	pid, err := syscall.ForkExec(cmd.Path, cmd.Args, &syscall.ProcAttr{Dir: cmd.Dir, Env: cmd.Environ(), Files: fds, Sys: cmd.SysProcAttr})
 	runtime.KeepAlive(&files)
+	runtime.KeepAlive(cmd.ExtraFiles)
 	if err != nil {
-		return nil, err
+		return nil, &fs.PathError{Op: "fork/exec", Path: cmd.Path, Err: err}
 	}
 	return &forkedChild{id: pid}, nil
 }
