@@ -9,7 +9,8 @@
 //	abrun [-rounds N] [-warmup N] 'CMD ARGS...' ...
 //
 // Each command is split on white space (no quoting); leading NAME=VALUE words are
-// added to its environment. Output goes to /dev/null. Ratios are to the first command.
+// added to its environment. Output goes to /dev/null; abrun's descriptor 3, when open,
+// is the commands' descriptor 3. Ratios are to the first command.
 package main
 
 import (
@@ -20,6 +21,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func main() {
@@ -80,5 +83,18 @@ func command(s string) *exec.Cmd {
 	}
 	c := exec.Command(f[0], f[1:]...)
 	c.Env = append(os.Environ(), env...)
+	if fd3 != nil {
+		c.ExtraFiles = []*os.File{fd3}
+	}
 	return c
 }
+
+// fd3 is abrun's descriptor 3 when it has one, passed on to every command as their
+// descriptor 3: raw bwrap rows carry toh-exec's --json-status-fd 3, and bwrap fails
+// when it cannot write there (the bench scripts open it on /dev/null, exec 3>/dev/null).
+var fd3 = func() *os.File {
+	if _, err := unix.FcntlInt(3, unix.F_GETFD, 0); err != nil {
+		return nil
+	}
+	return os.NewFile(3, "fd3")
+}()
