@@ -30,8 +30,8 @@ func main() {
 	warmup := flag.Int("warmup", 10, "untimed rounds first")
 	flag.Parse()
 	cmds := flag.Args()
-	if len(cmds) == 0 {
-		fmt.Fprintln(os.Stderr, "abrun: no commands")
+	if len(cmds) == 0 || slices.ContainsFunc(cmds, func(c string) bool { return len(strings.Fields(c)) == 0 }) {
+		fmt.Fprintln(os.Stderr, "abrun: no commands, or an empty one")
 		os.Exit(2)
 	}
 	times := make([][]float64, len(cmds))
