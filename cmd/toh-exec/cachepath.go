@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
+
+	"github.com/toh-sandbox/toh/internal/passwd"
 )
 
 // probeCachePath picks where the runner chain's verdict is kept: somewhere confined
@@ -25,27 +25,10 @@ func probeCachePath() string {
 	if err := syscall.Stat(run, &st); err == nil && int(st.Uid) == uid {
 		return filepath.Join(run, "toh", "probe-cache.json")
 	}
-	if home := passwdHome(uid); home != "" && home != "/" && filepath.IsAbs(home) {
-		return filepath.Join(home, ".cache", "toh", "probe-cache.json")
-	}
-	return ""
-}
-
-// passwdHome reads uid's home directory from /etc/passwd. os/user would do the same
-// through cgo, and cgo alone costs about a millisecond at every toh-exec start
-// (dynamic linking; measured in bench/). Users only in NSS databases other than files
-// get no cache: the chain is then probed on every call, which is slower but correct.
-func passwdHome(uid int) string {
-	data, err := os.ReadFile("/etc/passwd")
-	if err != nil {
-		return ""
-	}
-	want := strconv.Itoa(uid)
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Split(line, ":")
-		if len(f) >= 7 && f[2] == want {
-			return f[5]
-		}
+	// Users only in NSS databases other than files get no cache: the chain is then
+	// probed on every call, which is slower but correct.
+	if e, ok := passwd.Lookup(uid); ok && e.Home != "/" && filepath.IsAbs(e.Home) {
+		return filepath.Join(e.Home, ".cache", "toh", "probe-cache.json")
 	}
 	return ""
 }
