@@ -23,11 +23,15 @@ package sandbox
 //   - The X11 socket directory /tmp/.X11-unix (an X client can type into a
 //     terminal), the caller's tmux and screen socket directories (/tmp/tmux-UID,
 //     $TMUX_TMPDIR/tmux-UID, /run/screen, $SCREENDIR), its Emacs and Neovim server
-//     directories where no runtime directory holds them (emacsUID and nvim.$USER
+//     directories where no runtime directory holds them (emacsUID and nvim.NAME
 //     in /tmp and $TMPDIR: emacsclient --eval and nvim --remote-expr run code in
-//     the editor) and the socket $TMUX names become empty too. Under workspace-write /tmp is a private tmpfs already. A
-//     directory the environment names must be the caller's own and closed to others
-//     (XDG_RUNTIME_DIR=/usr/bin hides nothing), and one in the host's /tmp must be
+//     the editor) and the socket $TMUX names become empty too. Under
+//     workspace-write /tmp is a private tmpfs already. A directory the environment
+//     names must be the caller's own and closed to others (XDG_RUNTIME_DIR=/usr/bin
+//     hides nothing) and not a link (in a world-writable $TMPDIR another user could
+//     plant one to the caller's ~/.ssh, or to a place bwrap cannot mount on,
+//     failing the run), in a directory others cannot replace it in; one in the
+//     host's /tmp must be
 //     root's or the caller's, the only users who can remove it there (/tmp is
 //     sticky): another user could otherwise make and remove a name between this
 //     look and bwrap's mount, and fail the run. So a read-only command run by root
@@ -65,11 +69,13 @@ package sandbox
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/toh-sandbox/toh/canon"
+	"github.com/toh-sandbox/toh/internal/passwd"
 	"github.com/toh-sandbox/toh/policy"
 )
 
@@ -129,14 +135,12 @@ func deputyHides(pol policy.Execution, getenv func(string) string, cwd string) [
 	}
 	// Editors' server sockets where no runtime directory is set: Emacs's
 	// server-socket-dir ($TMPDIR or /tmp, emacsUID: emacsclient --eval runs Lisp)
-	// and Neovim's run directory ($TMPDIR or /tmp, nvim.USER: --remote-expr runs
-	// Vimscript). $TMPDIR's must be private too, like the environment's others.
-	editors := []string{"emacs" + strconv.Itoa(uid)}
-	if u := getenv("USER"); u != "" && !strings.Contains(u, "/") {
-		editors = append(editors, "nvim."+u)
-	}
+	// and Neovim's run directory ($TMPDIR or /tmp, nvim.NAME with the caller's name
+	// from the password database, "/" made "_", and $NVIM_APPNAME for "nvim" when
+	// set: --remote-expr runs Vimscript). $USER's spelling is hidden too, should it
+	// differ. $TMPDIR's must be private too, like the environment's others.
 	tmpdir := getenv("TMPDIR")
-	for _, name := range editors {
+	for _, name := range editorServerDirs(uid, getenv) {
 		if p := "/tmp/" + name; ownedBy(p, uid) {
 			dirs = append(dirs, p)
 		}
@@ -184,6 +188,11 @@ func deputyHides(pol policy.Execution, getenv func(string) string, cwd string) [
 		if dir && strings.Count(real, "/") < 2 {
 			return // "/", "/run": not a deputy's own directory
 		}
+		for _, own := range []string{"/dev", "/proc", "/sys"} {
+			if canon.LexicallyWithin(real, own) {
+				return // bwrap's own mounts: nothing to hide there, nowhere to mount
+			}
+		}
 		if pol.Mode == policy.WorkspaceWrite && canon.LexicallyWithin(real, "/tmp") {
 			return // the run's /tmp is a private tmpfs already
 		}
@@ -214,18 +223,54 @@ func deputyHides(pol policy.Execution, getenv func(string) string, cwd string) [
 	return out
 }
 
+// editorServerDirs names the editors' server directories of uid (see deputyHides).
+func editorServerDirs(uid int, getenv func(string) string) []string {
+	names := []string{"emacs" + strconv.Itoa(uid)}
+	apps := []string{"nvim"}
+	if a := getenv("NVIM_APPNAME"); a != "" && a != "nvim" && !strings.ContainsAny(a, "/\\") {
+		apps = append(apps, a)
+	}
+	var users []string
+	if e, ok := passwd.Lookup(uid); ok && e.Name != "" {
+		users = append(users, strings.NewReplacer("/", "_", "\\", "_").Replace(e.Name))
+	}
+	if u := getenv("USER"); u != "" && !strings.ContainsAny(u, "/\\") && !slices.Contains(users, u) {
+		users = append(users, u)
+	}
+	for _, a := range apps {
+		for _, u := range users {
+			if n := a + "." + u; n != "." && n != ".." {
+				names = append(names, n)
+			}
+		}
+	}
+	return names
+}
+
 // ownedBy reports whether p (not followed) is a directory owned by uid.
 func ownedBy(p string, uid int) bool {
 	var st syscall.Stat_t
 	return syscall.Lstat(p, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFDIR && int(st.Uid) == uid
 }
 
-// ownPrivateDir reports whether p is an absolute path to a directory owned by uid that
-// no one else may enter.
+// ownPrivateDir reports whether p, a path the environment names, is a directory of
+// uid's own that no one else may enter, and is not a link, so bwrap's mount lands on
+// it and nowhere else: a link another user planted in a world-writable $TMPDIR
+// (tmux-UID, emacsUID pointing at the caller's ~/.ssh, or at /proc/PID/fd, where
+// bwrap cannot mount and the run would fail) would otherwise choose what is hidden.
+// Its directory must keep others from replacing it (root's or uid's, and closed to
+// others' writes or sticky). The components above p may be links (TMPDIR=/var/run/..),
+// which [deputyHides] resolves before it mounts.
 func ownPrivateDir(p string, uid int) bool {
-	var st syscall.Stat_t
-	return filepath.IsAbs(p) && syscall.Stat(p, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFDIR &&
-		int(st.Uid) == uid && st.Mode&0o077 == 0
+	var st, dst syscall.Stat_t
+	if !filepath.IsAbs(p) || syscall.Lstat(p, &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFDIR ||
+		int(st.Uid) != uid || st.Mode&0o077 != 0 {
+		return false
+	}
+	if syscall.Stat(filepath.Dir(filepath.Clean(p)), &dst) != nil {
+		return false
+	}
+	return (dst.Uid == 0 || int(dst.Uid) == uid) && (dst.Mode&0o022 == 0 || dst.Mode&syscall.S_ISVTX != 0)
 }
 
 // bwrapHideOptions renders hides as bwrap options.

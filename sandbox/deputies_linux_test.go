@@ -7,11 +7,13 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/toh-sandbox/toh/canon"
+	"github.com/toh-sandbox/toh/internal/passwd"
 	"github.com/toh-sandbox/toh/internal/testutil"
 	"github.com/toh-sandbox/toh/policy"
 )
@@ -107,6 +109,55 @@ func TestBwrapHidesDeputies(t *testing.T) {
 				t.Errorf("%s: dial %s: %+v %v %q, want connected=%v", pol.Mode, tc.target, facts, err, stderr.String(), tc.connected)
 			}
 		}
+	}
+}
+
+// A link another user plants in a world-writable $TMPDIR under an editor's server
+// directory name does not choose what a bwrap run hides: the caller's private
+// directory it points at stays visible, and one pointing at /proc/PID/fd, where
+// bwrap cannot mount, does not fail the run. Control: the caller's own directory of
+// that name there is hidden.
+func TestBwrapIgnoresPlantedDeputyLinks(t *testing.T) {
+	bwrap := testutil.RequireBwrap(t)
+	dir, err := os.MkdirTemp("/var/tmp", "toh-deputies-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sticky, private := filepath.Join(dir, "sticky"), filepath.Join(dir, "private")
+	for _, d := range []string{sticky, private} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Chmod(sticky, 0o777|os.ModeSticky)
+	if err := os.WriteFile(filepath.Join(private, "tool"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	emacs := filepath.Join(sticky, fmt.Sprintf("emacs%d", os.Getuid()))
+	os.Symlink(private, emacs)
+	os.Symlink(fmt.Sprintf("/proc/%d/fd", os.Getpid()), filepath.Join(sticky, "nvim.tohuser"))
+	t.Setenv("TMPDIR", sticky)
+	t.Setenv("USER", "tohuser")
+	pol := policy.Execution{Mode: policy.ReadOnly, Network: policy.NetworkAllow}
+	run := func(script string) (Facts, error, string) {
+		t.Helper()
+		c, err := newBwrapProvider(bwrap, nil).Confine([]string{"/bin/sh", "-c", script}, pol)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stderr bytes.Buffer
+		facts, err := Run(c, pol, dir, os.Environ(), Stdio{Stderr: &stderr})
+		return facts, err, stderr.String()
+	}
+	if facts, err, stderr := run("test -e " + filepath.Join(private, "tool")); err != nil || facts.RunnerFailed || facts.ExitCode != 0 {
+		t.Errorf("the caller's private directory behind a planted link: %+v %v %q, want it visible", facts, err, stderr)
+	}
+	os.Remove(emacs)
+	os.Mkdir(emacs, 0o700)
+	os.WriteFile(filepath.Join(emacs, "server"), nil, 0o600)
+	if facts, err, stderr := run("test -e " + filepath.Join(emacs, "server")); err != nil || facts.RunnerFailed || facts.ExitCode != 1 {
+		t.Errorf("control, the caller's own %s: %+v %v %q, want it hidden (exit 1)", emacs, facts, err, stderr)
 	}
 }
 
@@ -235,6 +286,49 @@ func TestDeputyHides(t *testing.T) {
 	want = []bwrapHide{{rt, true}, {emacs, true}, {sock, false}, {tmpSock, false}, {inProj, false}, {tmuxSock, false}}
 	if d := cmp.Diff(want, ours(deputyHides(ro, getenv, proj)), opt); d != "" {
 		t.Errorf("read-only, another's Neovim directory open to all (-want +got):\n%s", d)
+	}
+	// Neovim names its directory after the password database, whatever $USER says.
+	if e, ok := passwd.Lookup(os.Getuid()); ok {
+		byName := filepath.Join(tmpdir, "nvim."+e.Name)
+		if err := os.Mkdir(byName, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		env["USER"] = "someone-else"
+		if hs := deputyHides(ro, getenv, proj); !slices.Contains(hs, bwrapHide{byName, true}) {
+			t.Errorf("with USER=someone-else, %s is not hidden: %v", byName, hs)
+		}
+	}
+	// Links in a world-writable $TMPDIR, which anyone may plant there, hide nothing:
+	// not their target (the caller's own private directory), not a place bwrap
+	// cannot mount on. Nor does a private directory there that is not sticky (anyone
+	// could swap it for a link before bwrap mounts). Control: the caller's own
+	// directory in the sticky one is hidden.
+	sticky, swappable, private := filepath.Join(dir, "sticky"), filepath.Join(dir, "swappable"), filepath.Join(dir, "private")
+	for _, d := range []string{sticky, swappable, private} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Chmod(sticky, 0o777|os.ModeSticky)
+	os.Chmod(swappable, 0o777)
+	emacsName := fmt.Sprintf("emacs%d", os.Getuid())
+	os.Symlink(private, filepath.Join(sticky, emacsName))
+	os.Symlink("/proc/self/fd", filepath.Join(sticky, "nvim.tohuser"))
+	os.Mkdir(filepath.Join(swappable, emacsName), 0o700)
+	env["USER"] = "tohuser"
+	for _, td := range []string{sticky, swappable} {
+		env["TMPDIR"] = td
+		for _, h := range deputyHides(ro, getenv, proj) {
+			if h.path == private || canon.LexicallyWithin(h.path, td) || canon.LexicallyWithin(h.path, "/proc") {
+				t.Errorf("TMPDIR=%s: %s is hidden", td, h.path)
+			}
+		}
+	}
+	os.Remove(filepath.Join(sticky, emacsName))
+	os.Mkdir(filepath.Join(sticky, emacsName), 0o700)
+	env["TMPDIR"] = sticky
+	if hs := deputyHides(ro, getenv, proj); !slices.Contains(hs, bwrapHide{filepath.Join(sticky, emacsName), true}) {
+		t.Errorf("the caller's own %s in a sticky TMPDIR is not hidden: %v", emacsName, hs)
 	}
 	delete(env, "TMPDIR")
 	delete(env, "USER")

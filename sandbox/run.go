@@ -459,7 +459,7 @@ func bwrapShowsDir(pol policy.Execution, hidden []string, dir string) error {
 	}
 	if rest, ok := strings.CutPrefix(dir, "/proc/"); ok {
 		if pid, _, _ := strings.Cut(rest, "/"); pid != "" && strings.Trim(pid, "0123456789") == "" {
-			return fmt.Errorf("working directory %q: the bwrap rung gives the command the /proc of its own PID namespace, where process %s has no directory; start the command elsewhere", dir, pid)
+			return fmt.Errorf("working directory %q: the bwrap rung gives the command the /proc of its own PID namespace, where /proc/%s is not the host's process %s (or does not exist); start the command elsewhere", dir, pid, pid)
 		}
 	}
 	for _, h := range hidden {
