@@ -31,12 +31,11 @@ package sandbox
 //     hides nothing) and not a link (in a world-writable $TMPDIR another user could
 //     plant one to the caller's ~/.ssh, or to a place bwrap cannot mount on,
 //     failing the run), in a directory others cannot replace it in; one in the
-//     host's /tmp must be
-//     root's or the caller's, the only users who can remove it there (/tmp is
-//     sticky): another user could otherwise make and remove a name between this
-//     look and bwrap's mount, and fail the run. So a read-only command run by root
-//     still reaches other users' tmux servers in /tmp (workspace-write's /tmp is
-//     private).
+//     host's /tmp must be root's or the caller's, the only users who can remove it
+//     there (/tmp is sticky): another user could otherwise make and remove a name
+//     between this look and bwrap's mount, and fail the run. So a read-only
+//     command run by root still reaches other users' tmux servers in /tmp
+//     (workspace-write's /tmp is private).
 //   - The sockets of system services that run programs or containers on request
 //     ([deputySockets]: systemd's private socket and the system bus, docker,
 //     containerd, podman, cri-o, buildkit, libvirt, lxd, incus, snapd) get /dev/null
@@ -51,20 +50,20 @@ package sandbox
 // What exists is looked at when the argv is built; a socket that appears later (a
 // service started during the run) is not hidden.
 //
-// Not covered: a deputy this list does not know (an editor's or an IDE's command
-// socket elsewhere in the host's /tmp, which read-only runs see: VS Code's
-// vscode-ipc-*.sock, an editor server started with a socket name of its own; a
-// service listening in the workspace). Hiding every socket in /tmp was tried and not kept: any local
-// user can make thousands there (bwrap then fails on its argument count) or remove
-// one between the look and the mount (bwrap then fails to make its mountpoint),
-// and sockets one level down stayed reachable anyway. Also not covered: the same
-// socket under another name that is not a symlink (a bind mount of its directory,
-// a hard link to it made earlier), abstract unix sockets under network allow (X11's
-// among them: they belong to the network namespace, which network deny unshares),
-// and the Landlock rung, which has no mount namespace to hide them in (Landlock ABI
-// 9 can restrict connect; this kernel has ABI 7). The environment read is toh-exec's
-// own (a library caller that hands [Run] another one gets its own process's places
-// hidden), and only ever to hide more, never less.
+// Not covered: a deputy this list does not know (an editor's or an IDE's command socket
+// elsewhere in the host's /tmp, which read-only runs see: VS Code's vscode-ipc-*.sock,
+// an editor server started with a socket name of its own; a service listening in the
+// workspace). Hiding every socket in /tmp was tried and not kept: any local user can
+// make thousands there (bwrap then fails on its argument count) or remove one between
+// the look and the mount (bwrap then fails to make its mountpoint), and sockets one
+// level down stayed reachable anyway. Also not covered: the same socket under another
+// name that is not a symlink (a bind mount of its directory, a hard link to it made
+// earlier), abstract unix sockets under network allow (X11's among them: they belong to
+// the network namespace, which network deny unshares), and the Landlock rung, which has
+// no mount namespace to hide them in (Landlock ABI 9 can restrict connect; this kernel
+// has ABI 7). The environment read is toh-exec's own (a library caller that hands [Run]
+// another one gets its own process's places hidden), and only ever to hide more, never
+// less.
 
 import (
 	"os"

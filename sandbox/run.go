@@ -447,8 +447,8 @@ func checkDir(dir string) error {
 
 // bwrapShowsDir refuses a working directory the bwrap rung's argv covers with a mount
 // of its own: the private /dev, a process's directory in /proc (the command gets the
-// /proc of its own PID namespace, where no process of the host's has one; /proc/self
-// and /proc/thread-self resolve to one), a directory hidden for its deputies
+// /proc of its own PID namespace, where /proc/N is another process's or none;
+// /proc/self and /proc/thread-self resolve to one), a directory hidden for its deputies
 // (Confine never hides its own working directory; a library caller may pass
 // another), and under workspace-write the private /tmp unless a bound root holds it.
 // Spawned anyway, bwrap would fail to enter it, which reads as the sandbox being
