@@ -141,19 +141,38 @@ func TestLandlockRightsTable(t *testing.T) {
 // struct seccomp_data.
 func runSeccompBPF(t *testing.T, prog []unix.SockFilter, arch, nr uint32, args ...uint64) uint32 {
 	t.Helper()
-	var data [64]byte
+	ret, _, err := interpretSeccomp(prog, seccompData(arch, nr, args...), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ret
+}
+
+func seccompData(arch, nr uint32, args ...uint64) []byte {
+	data := make([]byte, 64)
 	binary.NativeEndian.PutUint32(data[0:], nr)
 	binary.NativeEndian.PutUint32(data[4:], arch)
 	for i, a := range args {
 		binary.NativeEndian.PutUint64(data[16+8*i:], a)
 	}
+	return data
+}
+
+// interpretSeccomp runs prog over data: the action it returns and the instructions
+// it ran. With stopAtArgs it stops, with no action, at the first load of an
+// argument, as the kernel's action cache does when it tries the filter on a number.
+func interpretSeccomp(prog []unix.SockFilter, data []byte, stopAtArgs bool) (ret uint32, steps int, err error) {
 	var acc uint32
 	for pc := 0; pc < len(prog); pc++ {
+		steps++
 		ins := prog[pc]
 		switch ins.Code {
 		case bpfLoadWord:
 			if ins.K%4 != 0 || ins.K+4 > uint32(len(data)) {
-				t.Fatalf("pc %d: load at %d", pc, ins.K)
+				return 0, steps, fmt.Errorf("pc %d: load at %d", pc, ins.K)
+			}
+			if stopAtArgs && ins.K >= seccompDataArgsLow {
+				return 0, steps, nil
 			}
 			acc = binary.NativeEndian.Uint32(data[ins.K:])
 		case bpfJEq, bpfJSet, bpfJGe:
@@ -170,13 +189,12 @@ func runSeccompBPF(t *testing.T, prog []unix.SockFilter, arch, nr uint32, args .
 				pc += int(ins.Jf)
 			}
 		case bpfRet:
-			return ins.K
+			return ins.K, steps, nil
 		default:
-			t.Fatalf("pc %d: unexpected opcode %#x", pc, ins.Code)
+			return 0, steps, fmt.Errorf("pc %d: unexpected opcode %#x", pc, ins.Code)
 		}
 	}
-	t.Fatalf("program ran off its end")
-	return 0
+	return 0, steps, fmt.Errorf("program ran off its end")
 }
 
 func TestLandlockSeccompFilter(t *testing.T) {
@@ -363,7 +381,11 @@ func TestSeccompFilterMatchesReference(t *testing.T) {
 					}
 				}
 				if arch == a.auditArch {
-					longest = max(longest, seccompSteps(search, nr))
+					_, steps, err := interpretSeccomp(search, seccompData(arch, nr), true)
+					if err != nil {
+						t.Fatal(err)
+					}
+					longest = max(longest, steps)
 				}
 			}
 		}
@@ -380,42 +402,4 @@ func uint64Of(v []uint32) []uint64 {
 		out[i] = uint64(x)
 	}
 	return out
-}
-
-// seccompSteps counts the instructions the filter runs for nr with arguments zero,
-// up to its return or its first argument load (where the kernel's action cache stops
-// looking).
-func seccompSteps(prog []unix.SockFilter, nr uint32) int {
-	acc, steps := uint32(0), 0
-	for pc := 0; pc < len(prog); pc++ {
-		steps++
-		ins := prog[pc]
-		switch ins.Code {
-		case bpfLoadWord:
-			switch ins.K {
-			case seccompDataNr:
-				acc = nr
-			case seccompDataArch:
-				acc = landlockSeccompArch.auditArch
-			default:
-				return steps
-			}
-		case bpfJEq, bpfJSet, bpfJGe:
-			taken := acc == ins.K
-			switch ins.Code {
-			case bpfJSet:
-				taken = acc&ins.K != 0
-			case bpfJGe:
-				taken = acc >= ins.K
-			}
-			if taken {
-				pc += int(ins.Jt)
-			} else {
-				pc += int(ins.Jf)
-			}
-		default:
-			return steps
-		}
-	}
-	return steps
 }
