@@ -20,20 +20,20 @@ package sandbox
 //     included: a command that needs to sign or to read a secret runs under
 //     danger-full-access). All users', not only the caller's: a command run by root
 //     may connect to any user's session bus.
-//   - The X11 socket directory /tmp/.X11-unix (an X client can type into a
-//     terminal), the caller's tmux and screen socket directories (/tmp/tmux-UID,
-//     $TMUX_TMPDIR/tmux-UID, /run/screen, $SCREENDIR), its Emacs and Neovim server
-//     directories where no runtime directory holds them (emacsUID and nvim.NAME
-//     in /tmp and $TMPDIR: emacsclient --eval and nvim --remote-expr run code in
-//     the editor) and the socket $TMUX names become empty too. Under
-//     workspace-write /tmp is a private tmpfs already. A directory the environment
-//     names must be the caller's own and closed to others (XDG_RUNTIME_DIR=/usr/bin
-//     hides nothing) and not a link (in a world-writable $TMPDIR another user could
-//     plant one to the caller's ~/.ssh, or to a place bwrap cannot mount on,
-//     failing the run), in a directory others cannot replace it in; one in the
-//     host's /tmp must be root's or the caller's, the only users who can remove it
-//     there (/tmp is sticky): another user could otherwise make and remove a name
-//     between this look and bwrap's mount, and fail the run. So a read-only
+//   - The X11 socket directory /tmp/.X11-unix (an X client can type into a terminal),
+//     the caller's tmux, zellij and screen socket directories (/tmp/tmux-UID,
+//     $TMUX_TMPDIR/tmux-UID, /tmp/zellij-UID, $ZELLIJ_SOCKET_DIR, /run/screen,
+//     $SCREENDIR), its Emacs and Neovim server directories where no runtime directory
+//     holds them (emacsUID and nvim.NAME in /tmp and $TMPDIR: emacsclient --eval and
+//     nvim --remote-expr run code in the editor) and the socket $TMUX names become
+//     empty too. Under workspace-write /tmp is a private tmpfs already. A directory
+//     the environment names must be the caller's own and closed to others
+//     (XDG_RUNTIME_DIR=/usr/bin hides nothing) and not a link (in a world-writable
+//     $TMPDIR another user could plant one to the caller's ~/.ssh, or to a place bwrap
+//     cannot mount on, failing the run), in a directory others cannot replace it in;
+//     one in the host's /tmp must be root's or the caller's, the only users who can
+//     remove it there (/tmp is sticky): another user could otherwise make and remove a
+//     name between this look and bwrap's mount, and fail the run. So a read-only
 //     command run by root still reaches other users' tmux servers in /tmp
 //     (workspace-write's /tmp is private).
 //   - The sockets of system services that run programs or containers on request
@@ -111,7 +111,7 @@ func deputyHides(pol policy.Execution, getenv func(string) string, cwd string) [
 	dirs := []string{"/run/user", "/run/screen"}
 	// Directories the environment names must be the caller's own and closed to
 	// others, as these are: a value naming anything else (/usr/bin) hides nothing.
-	for _, d := range []string{getenv("XDG_RUNTIME_DIR"), getenv("SCREENDIR")} {
+	for _, d := range []string{getenv("XDG_RUNTIME_DIR"), getenv("SCREENDIR"), getenv("ZELLIJ_SOCKET_DIR")} {
 		if ownPrivateDir(d, uid) {
 			dirs = append(dirs, d)
 		}
@@ -129,8 +129,10 @@ func deputyHides(pol policy.Execution, getenv func(string) string, cwd string) [
 	if ownedBy("/tmp/.X11-unix", 0) {
 		dirs = append(dirs, "/tmp/.X11-unix")
 	}
-	if p := "/tmp/tmux-" + strconv.Itoa(uid); ownedBy(p, uid) {
-		dirs = append(dirs, p)
+	for _, mux := range []string{"tmux", "zellij"} {
+		if p := "/tmp/" + mux + "-" + strconv.Itoa(uid); ownedBy(p, uid) {
+			dirs = append(dirs, p)
+		}
 	}
 	// Editors' server sockets where no runtime directory is set: Emacs's
 	// server-socket-dir ($TMPDIR or /tmp, emacsUID: emacsclient --eval runs Lisp)

@@ -332,6 +332,16 @@ func TestDeputyHides(t *testing.T) {
 	}
 	delete(env, "TMPDIR")
 	delete(env, "USER")
+	// zellij's socket directory where $ZELLIJ_SOCKET_DIR names it.
+	zellij := filepath.Join(dir, "zellij")
+	if err := os.Mkdir(zellij, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	env["ZELLIJ_SOCKET_DIR"] = zellij
+	if hs := deputyHides(ro, getenv, proj); !slices.Contains(hs, bwrapHide{zellij, true}) {
+		t.Errorf("ZELLIJ_SOCKET_DIR=%s is not hidden: %v", zellij, hs)
+	}
+	delete(env, "ZELLIJ_SOCKET_DIR")
 	// Directories the environment names that are not the caller's own and private.
 	open := filepath.Join(dir, "open")
 	os.Mkdir(open, 0o755)
