@@ -1,11 +1,14 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path"
 	"sort"
 	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/toh-sandbox/toh/canon"
 	"github.com/toh-sandbox/toh/policy"
@@ -186,6 +189,9 @@ func bwrapArgvHiding(pol policy.Execution, argv []string, guarded []string, hide
 		for _, g := range guarded {
 			if _, err := os.Stat(g); err == nil {
 				pps = append(pps, policy.ProtectedPath{Path: g, Exists: true, Kind: policy.PathFile})
+			} else if missingGuardable(g) {
+				// A stand-in keeps the command from creating it (standins_linux.go).
+				pps = append(pps, policy.ProtectedPath{Path: g, Kind: policy.PathFile})
 			}
 		}
 		guards := bwrapGuards(pps, bound)
@@ -216,6 +222,22 @@ func bwrapArgvHiding(pol policy.Execution, argv []string, guarded []string, hide
 	out = append(out, bwrapHideOptions(hides)...)
 	out = append(out, "--")
 	return append(out, argv...), plan, fenced
+}
+
+// missingGuardable reports whether a guarded file (the probe cache) that does not
+// exist gets a stand-in: nothing at all is at its name (a link, even a dangling one,
+// is left alone, as before: a stand-in cannot be made there and the run would be
+// refused), and its directory exists and the caller may write it, so making the
+// stand-in cannot fail where the command could not have created the file either.
+// Otherwise the run goes on without it, and the cache is dropped after a run whose
+// roots held it ([Chain.ForgetIfWritable]).
+func missingGuardable(g string) bool {
+	var st unix.Stat_t
+	if err := unix.Lstat(g, &st); !errors.Is(err, unix.ENOENT) {
+		return false
+	}
+	dir := path.Dir(g)
+	return unix.Lstat(dir, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR && unix.Access(dir, unix.W_OK) == nil
 }
 
 // standInPlan is what [Run] prepares around a bwrap spawn: every guarded path must

@@ -30,8 +30,12 @@ import (
 // The cache must live where confined commands cannot write: the caller picks a path
 // outside the usual workspaces (/var/cache/toh for root, /run/user/<uid>/toh else),
 // [Chain.Confine] ignores (neither reads nor writes) a cache that lies inside one of
-// the run's writable roots, and the bwrap rung rebinds an existing cache file
-// read-only like the policy file. Were it poisoned anyway, a verdict only ever chooses
+// the run's writable roots, and the bwrap rung rebinds the cache file read-only like
+// the policy file, a missing one through a stand-in when its directory exists and
+// the caller may write there (bwrap_argv.go, missingGuardable): that is the common
+// case, since the run before dropped it. A call that stores a verdict meanwhile
+// renames its file over the stand-in, which detaches the rebind inside the running
+// sandbox (Linux since 3.18); the drop after the run covers that. Were it poisoned anyway, a verdict only ever chooses
 // among providers that confine, or says "unavailable": it can deny service or pick
 // Landlock over bwrap (which then reports its own enforcement honestly), never run a
 // command unconfined. A runner failure at run time drops the cache, and so does every

@@ -110,22 +110,42 @@ func TestFailingBwrapProbeFallsToLandlockNeverUnconfined(t *testing.T) {
 
 func TestProbeCacheIsUnwritableFromInside(t *testing.T) {
 	testutil.RequireBwrap(t)
-	s := newScratch(t)
 	// The cache lies inside the workspace: the run neither trusts nor refreshes it,
 	// bwrap keeps it read-only while the rest of the directory stays writable, and
-	// after the run it is gone (ForgetIfWritable), whatever the command did.
-	cacheDir := filepath.Join(s.ws, "cache")
-	cache := filepath.Join(cacheDir, "probe.json")
-	testutil.MakeTree(t, s.ws, "dir cache", `file cache/probe.json {"version":1}`)
-	r := toh(t, s.ws, nil, "--policy", s.noPolicy, "--probe-cache", cache, "--mode", "workspace-write", "-c",
-		"if echo poison > cache/probe.json; then echo written; else echo refused; fi; "+
-			"if mv cache cache2; then echo moved; fi; echo ok > cache2/sibling; echo ok > cache/sibling2")
-	if r.code != 0 || r.stdout != "refused\n" {
-		t.Fatalf("inside the run: exit %d stdout %q, want the write refused and the directory kept (%q)", r.code, r.stdout, r.stderr)
+	// after the run it is gone (ForgetIfWritable), whatever the command did. A cache
+	// file that does not exist (dropped by the last such run) cannot be created
+	// either: a stand-in holds its name during the run, and is gone after it, so a
+	// call running meanwhile reads no verdict of the command's. Control: a cache
+	// whose directory the command may not write is no stand-in's, and the run goes
+	// on.
+	for _, existing := range []bool{true, false} {
+		s := newScratch(t)
+		cacheDir := filepath.Join(s.ws, "cache")
+		cache := filepath.Join(cacheDir, "probe.json")
+		testutil.MakeTree(t, s.ws, "dir cache")
+		if existing {
+			testutil.MakeTree(t, s.ws, `file cache/probe.json {"version":1}`)
+		}
+		r := toh(t, s.ws, nil, "--policy", s.noPolicy, "--probe-cache", cache, "--mode", "workspace-write", "--runner", "bwrap", "-c",
+			"if echo poison > cache/probe.json; then echo written; else echo refused; fi; "+
+				"if mv cache cache2; then echo moved; fi; echo ok > cache2/sibling; echo ok > cache/sibling2")
+		if r.code != 0 || r.stdout != "refused\n" {
+			t.Fatalf("existing=%v, inside the run: exit %d stdout %q, want the write refused and the directory kept (%q)", existing, r.code, r.stdout, r.stderr)
+		}
+		absent(t, cache)
+		present(t, filepath.Join(cacheDir, "sibling2"), "ok\n")
+		absent(t, filepath.Join(s.ws, "cache2"))
 	}
-	absent(t, cache)
-	present(t, filepath.Join(cacheDir, "sibling2"), "ok\n")
-	absent(t, filepath.Join(s.ws, "cache2"))
+	if os.Getuid() != 0 {
+		s := newScratch(t)
+		ro := filepath.Join(s.ws, "ro")
+		testutil.MakeTree(t, s.ws, "dir ro")
+		os.Chmod(ro, 0o555)
+		t.Cleanup(func() { os.Chmod(ro, 0o755) })
+		if r := toh(t, s.ws, nil, "--policy", s.noPolicy, "--probe-cache", filepath.Join(ro, "probe.json"), "--mode", "workspace-write", "--runner", "bwrap", "-c", "echo ran"); r.code != 0 || r.stdout != "ran\n" {
+			t.Fatalf("cache in a directory the caller may not write: exit %d stdout %q (%q)", r.code, r.stdout, r.stderr)
+		}
+	}
 }
 
 // A verdict written by a command whose run could write the cache does not choose the
