@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -227,16 +228,21 @@ func bwrapArgvHiding(pol policy.Execution, argv []string, guarded []string, hide
 // missingGuardable reports whether a guarded file (the probe cache) that does not
 // exist gets a stand-in: nothing at all is at its name (a link, even a dangling one,
 // is left alone, as before: a stand-in cannot be made there and the run would be
-// refused), and its directory exists and the caller may write it, so making the
-// stand-in cannot fail where the command could not have created the file either.
-// Otherwise the run goes on without it, and the cache is dropped after a run whose
-// roots held it ([Chain.ForgetIfWritable]).
+// refused), its directory exists, is reached through no link, and the caller may
+// write it, so making the stand-in cannot fail where the command could not have
+// created the file either. Otherwise the run goes on without it, and the cache is
+// dropped after a run whose roots held it ([Chain.ForgetIfWritable]).
 func missingGuardable(g string) bool {
 	var st unix.Stat_t
 	if err := unix.Lstat(g, &st); !errors.Is(err, unix.ENOENT) {
 		return false
 	}
+	// No link on the way either: the stand-in is made by a walk that follows none,
+	// and refuses the run at one (a linked ~/.cache would then fail every run).
 	dir := path.Dir(g)
+	if real, err := filepath.EvalSymlinks(dir); err != nil || real != dir {
+		return false
+	}
 	return unix.Lstat(dir, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR && unix.Access(dir, unix.W_OK) == nil
 }
 

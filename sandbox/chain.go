@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/toh-sandbox/toh/canon"
@@ -61,6 +62,14 @@ type binaryProvider interface {
 func NewChain(opts Options) (*Chain, error) {
 	if opts.ProbeTimeout <= 0 {
 		return nil, fmt.Errorf("probe timeout must be positive, got %v", opts.ProbeTimeout)
+	}
+	if opts.Cache != nil && opts.Cache.Path != "" {
+		// One spelling for the cache everywhere: the checks against the writable
+		// roots, bwrap's rebind and the drop are lexical ($W/cache/../cache/f or a
+		// trailing slash slipped past all three).
+		cache := *opts.Cache
+		cache.Path = filepath.Clean(cache.Path)
+		opts.Cache = &cache
 	}
 	all := platformProviders(opts)
 	c := &Chain{ProbeTimeout: opts.ProbeTimeout, cache: opts.Cache, refresh: opts.RefreshProbe}

@@ -33,9 +33,9 @@ import (
 // the run's writable roots, and the bwrap rung rebinds the cache file read-only like
 // the policy file, a missing one through a stand-in when its directory exists and
 // the caller may write there (bwrap_argv.go, missingGuardable): that is the common
-// case, since the run before dropped it. A call that stores a verdict meanwhile
-// renames its file over the stand-in, which detaches the rebind inside the running
-// sandbox (Linux since 3.18); the drop after the run covers that. Were it poisoned anyway, a verdict only ever chooses
+// case, since the run before dropped it. While such a run lasts, other calls neither
+// store a verdict over the name nor drop it (holdCacheDir): either would detach the
+// rebind inside the running sandbox (Linux since 3.18). Were it poisoned anyway, a verdict only ever chooses
 // among providers that confine, or says "unavailable": it can deny service or pick
 // Landlock over bwrap (which then reports its own enforcement honestly), never run a
 // command unconfined. A runner failure at run time drops the cache, and so does every
@@ -214,6 +214,11 @@ func (c *ProbeCache) store(f cacheFile) error {
 	if !trustedCacheDir(dfd) {
 		return fmt.Errorf("probe cache dir %s: %w", dir, errNotACache)
 	}
+	release, busy := holdCacheDir(dfd)
+	if busy {
+		return nil // a run keeps the name read-only now; the next call probes again
+	}
+	defer release()
 	b, err := json.Marshal(f)
 	if err != nil {
 		return err
@@ -256,10 +261,44 @@ func (c *ProbeCache) Drop() error {
 		return nil // no directory reached without links: nothing a later call reads
 	}
 	defer unix.Close(dfd)
+	release, busy := holdCacheDir(dfd)
+	if busy {
+		// A bwrap run keeps the name read-only now (its command cannot write it);
+		// it drops the cache itself when it ends, if its roots hold it.
+		return nil
+	}
+	defer release()
 	if err := unix.Unlinkat(dfd, filepath.Base(c.Path), 0); err != nil && err != unix.ENOENT {
 		return fmt.Errorf("dropping the probe cache %s: %w", c.Path, err)
 	}
 	return nil
+}
+
+// holdCacheDir takes the cache directory's flock exclusively, without waiting. Every
+// bwrap run that keeps the cache read-only (its file rebound, or a stand-in at a
+// missing one) holds that lock shared from before it looks until its command has
+// exited (standins_linux.go), and renaming a verdict over the name, or removing it,
+// while such a run lasts would detach the rebind inside its sandbox (Linux since
+// 3.18) and let its command write the cache. So store and Drop leave the name alone
+// while the directory is busy; holding the lock meanwhile, they make a run that
+// starts wait the few milliseconds they take. A directory that cannot be opened for
+// reading (no run can lock it either) or locked for another reason is not busy.
+func holdCacheDir(dfd int) (release func(), busy bool) {
+	fd, err := unix.Openat(dfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return func() {}, false
+	}
+	for {
+		err = unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err == unix.EWOULDBLOCK {
+		unix.Close(fd)
+		return nil, true
+	}
+	return func() { unix.Close(fd) }, false
 }
 
 // openCacheDir opens the cache's directory (O_PATH, enough to reach, make and remove

@@ -136,6 +136,21 @@ func TestProbeCacheIsUnwritableFromInside(t *testing.T) {
 		present(t, filepath.Join(cacheDir, "sibling2"), "ok\n")
 		absent(t, filepath.Join(s.ws, "cache2"))
 	}
+	// The same cache spelled with "..", "." and a trailing slash: one place.
+	s := newScratch(t)
+	testutil.MakeTree(t, s.ws, "dir cache")
+	unclean := filepath.Join(s.ws, "cache") + "/../cache/./probe.json/"
+	if r := toh(t, s.ws, nil, "--policy", s.noPolicy, "--probe-cache", unclean, "--mode", "workspace-write", "--runner", "bwrap", "-c",
+		"if echo poison > cache/probe.json; then echo written; else echo refused; fi"); r.code != 0 || r.stdout != "refused\n" {
+		t.Fatalf("cache spelled %s: exit %d stdout %q (%q), want the write refused", unclean, r.code, r.stdout, r.stderr)
+	}
+	absent(t, filepath.Join(s.ws, "cache", "probe.json"))
+	// A cache behind a linked directory is no cache (its directory is reached with no
+	// link), and gets no stand-in, which could not be made there: the run goes on.
+	testutil.MakeTree(t, s.ws, "dir real/toh", "link lnk -> real")
+	if r := toh(t, s.ws, nil, "--policy", s.noPolicy, "--probe-cache", filepath.Join(s.ws, "lnk", "toh", "probe.json"), "--mode", "workspace-write", "--runner", "bwrap", "-c", "echo ran"); r.code != 0 || r.stdout != "ran\n" {
+		t.Fatalf("cache behind a link: exit %d stdout %q (%q)", r.code, r.stdout, r.stderr)
+	}
 	if os.Getuid() != 0 {
 		s := newScratch(t)
 		ro := filepath.Join(s.ws, "ro")
@@ -145,6 +160,53 @@ func TestProbeCacheIsUnwritableFromInside(t *testing.T) {
 		if r := toh(t, s.ws, nil, "--policy", s.noPolicy, "--probe-cache", filepath.Join(ro, "probe.json"), "--mode", "workspace-write", "--runner", "bwrap", "-c", "echo ran"); r.code != 0 || r.stdout != "ran\n" {
 			t.Fatalf("cache in a directory the caller may not write: exit %d stdout %q (%q)", r.code, r.stdout, r.stderr)
 		}
+	}
+}
+
+// While a bwrap run keeps the cache read-only, other calls leave its name alone: a
+// workspace-write call over the same tree that ends meanwhile does not drop it, and
+// a call with its roots elsewhere, which probes, does not store its verdict over it.
+// Either would detach the rebind inside the running sandbox (an unlink or rename of
+// a name mounted on in another mount namespace does), and the command could then
+// write the cache. Both with a cache file and with none (a stand-in). After the run,
+// its own drop removes the name as before.
+func TestProbeCacheHeldWhileARunLasts(t *testing.T) {
+	testutil.RequireBwrap(t)
+	for _, existing := range []bool{true, false} {
+		s := newScratch(t)
+		cache := filepath.Join(s.ws, "cache", "probe.json")
+		testutil.MakeTree(t, s.ws, "dir cache")
+		if existing {
+			testutil.MakeTree(t, s.ws, `file cache/probe.json {"version":1}`)
+		}
+		long := make(chan runResult, 1)
+		go func() {
+			long <- toh(t, s.ws, nil, "--policy", s.noPolicy, "--probe-cache", cache, "--mode", "workspace-write", "--runner", "bwrap", "-c",
+				"touch started; i=0; while [ ! -e go ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; "+
+					"if echo poison > cache/probe.json; then echo written; else echo refused; fi")
+		}()
+		for i := 0; ; i++ {
+			if _, err := os.Stat(filepath.Join(s.ws, "started")); err == nil {
+				break
+			}
+			if i == 600 {
+				t.Fatal("the long run did not start")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if r := toh(t, s.ws, nil, "--policy", s.noPolicy, "--probe-cache", cache, "--mode", "workspace-write", "--runner", "bwrap", "-c", "true"); r.code != 0 {
+			t.Fatalf("existing=%v: a second run over the tree: exit %d (%q)", existing, r.code, r.stderr)
+		}
+		if r := toh(t, s.beside, nil, "--policy", s.noPolicy, "--probe-cache", cache, "--", "true"); r.code != 0 {
+			t.Fatalf("existing=%v: a call with its roots elsewhere: exit %d (%q)", existing, r.code, r.stderr)
+		}
+		if err := os.WriteFile(filepath.Join(s.ws, "go"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if r := <-long; r.code != 0 || r.stdout != "refused\n" {
+			t.Fatalf("existing=%v: the long run: exit %d stdout %q, want the write refused (%q)", existing, r.code, r.stdout, r.stderr)
+		}
+		absent(t, cache)
 	}
 }
 
