@@ -22,12 +22,14 @@ package sandbox
 //     may connect to any user's session bus.
 //   - The X11 socket directory /tmp/.X11-unix (an X client can type into a terminal),
 //     the caller's tmux, zellij and screen socket directories (/tmp/tmux-UID,
-//     $TMUX_TMPDIR/tmux-UID, /tmp/zellij-UID, $ZELLIJ_SOCKET_DIR, /run/screen,
-//     $SCREENDIR), its Emacs and Neovim server directories where no runtime directory
-//     holds them (emacsUID and nvim.NAME in /tmp and $TMPDIR: emacsclient --eval and
-//     nvim --remote-expr run code in the editor) and the socket $TMUX names become
-//     empty too. Under workspace-write /tmp is a private tmpfs already. A directory
-//     the environment names must be the caller's own and closed to others
+//     $TMUX_TMPDIR/tmux-UID, zellij-UID in /tmp and $TMPDIR, $ZELLIJ_SOCKET_DIR,
+//     /run/screen, $SCREENDIR), its Emacs and Neovim server directories where no
+//     runtime directory holds them (emacsUID and nvim.NAME in /tmp and $TMPDIR:
+//     emacsclient --eval and nvim --remote-expr run code in the editor) and the
+//     socket $TMUX names become empty too. Under workspace-write /tmp is a private
+//     tmpfs already, and nothing inside a writable root is hidden (below): with
+//     $TMPDIR a writable root of the run, as by default, its servers stay reachable.
+//     A directory the environment names must be the caller's own and closed to others
 //     (XDG_RUNTIME_DIR=/usr/bin hides nothing) and not a link (in a world-writable
 //     $TMPDIR another user could plant one to the caller's ~/.ssh, or to a place bwrap
 //     cannot mount on, failing the run), in a directory others cannot replace it in;
@@ -129,19 +131,18 @@ func deputyHides(pol policy.Execution, getenv func(string) string, cwd string) [
 	if ownedBy("/tmp/.X11-unix", 0) {
 		dirs = append(dirs, "/tmp/.X11-unix")
 	}
-	for _, mux := range []string{"tmux", "zellij"} {
-		if p := "/tmp/" + mux + "-" + strconv.Itoa(uid); ownedBy(p, uid) {
-			dirs = append(dirs, p)
-		}
+	if p := "/tmp/tmux-" + strconv.Itoa(uid); ownedBy(p, uid) {
+		dirs = append(dirs, p)
 	}
-	// Editors' server sockets where no runtime directory is set: Emacs's
-	// server-socket-dir ($TMPDIR or /tmp, emacsUID: emacsclient --eval runs Lisp)
-	// and Neovim's run directory ($TMPDIR or /tmp, nvim.NAME with the caller's name
-	// from the password database, "/" made "_", and $NVIM_APPNAME for "nvim" when
-	// set: --remote-expr runs Vimscript). $USER's spelling is hidden too, should it
-	// differ. $TMPDIR's must be private too, like the environment's others.
+	// Servers' sockets where no runtime directory is set, in $TMPDIR or /tmp:
+	// zellij's (zellij-UID: "zellij run -- CMD"), Emacs's server-socket-dir
+	// (emacsUID: emacsclient --eval runs Lisp) and Neovim's run directory
+	// (nvim.NAME with the caller's name from the password database, "/" made "_",
+	// and $NVIM_APPNAME for "nvim" when set: --remote-expr runs Vimscript). $USER's
+	// spelling is hidden too, should it differ. $TMPDIR's must be private too, like
+	// the environment's others.
 	tmpdir := getenv("TMPDIR")
-	for _, name := range editorServerDirs(uid, getenv) {
+	for _, name := range serverDirNames(uid, getenv) {
 		if p := "/tmp/" + name; ownedBy(p, uid) {
 			dirs = append(dirs, p)
 		}
@@ -224,9 +225,10 @@ func deputyHides(pol policy.Execution, getenv func(string) string, cwd string) [
 	return out
 }
 
-// editorServerDirs names the editors' server directories of uid (see deputyHides).
-func editorServerDirs(uid int, getenv func(string) string) []string {
-	names := []string{"emacs" + strconv.Itoa(uid)}
+// serverDirNames names the server directories of uid kept in $TMPDIR or /tmp (see
+// deputyHides).
+func serverDirNames(uid int, getenv func(string) string) []string {
+	names := []string{"zellij-" + strconv.Itoa(uid), "emacs" + strconv.Itoa(uid)}
 	apps := []string{"nvim"}
 	if a := getenv("NVIM_APPNAME"); a != "" && a != "nvim" && !strings.ContainsAny(a, "/\\") {
 		apps = append(apps, a)

@@ -332,7 +332,17 @@ func TestDeputyHides(t *testing.T) {
 	}
 	delete(env, "TMPDIR")
 	delete(env, "USER")
-	// zellij's socket directory where $ZELLIJ_SOCKET_DIR names it.
+	// zellij's socket directory in $TMPDIR (its temp_dir()), and where
+	// $ZELLIJ_SOCKET_DIR names it.
+	zellijTmp := filepath.Join(tmpdir, fmt.Sprintf("zellij-%d", os.Getuid()))
+	if err := os.Mkdir(zellijTmp, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	env["TMPDIR"] = tmpdir
+	if hs := deputyHides(ro, getenv, proj); !slices.Contains(hs, bwrapHide{zellijTmp, true}) {
+		t.Errorf("%s is not hidden: %v", zellijTmp, hs)
+	}
+	delete(env, "TMPDIR")
 	zellij := filepath.Join(dir, "zellij")
 	if err := os.Mkdir(zellij, 0o700); err != nil {
 		t.Fatal(err)
