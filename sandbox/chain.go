@@ -236,6 +236,11 @@ func probeErrors(results []ProbeResult) error {
 	}
 	var errs []error
 	for _, r := range results {
+		if r.Err == nil {
+			// Only a damaged or planted cache says so: no candidate passed, none failed.
+			errs = append(errs, fmt.Errorf("%s probe: no failure recorded", r.Backend))
+			continue
+		}
 		errs = append(errs, fmt.Errorf("%s probe: %w", r.Backend, r.Err))
 	}
 	return errors.Join(errs...)
