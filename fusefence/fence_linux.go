@@ -329,6 +329,69 @@ func (m *Fence) Unmount() error {
 	return nil
 }
 
+// Stop ends the mount for good, for a daemon that is exiting, and returns once its
+// requests have ended: every request on it fails from then on (ENOTCONN), here and
+// in every other mount namespace that holds a copy of it. A sandbox started while it
+// was mounted holds one (bwrap's --ro-bind / / copies every mount below, toh-exec's
+// runs included), and a plain unmount removes only this namespace's: the kernel then
+// keeps the connection, go-fuse's readers keep waiting on it, and the daemon would
+// go on serving those copies after SIGTERM, until the last such sandbox ended.
+//
+// As root, umount2 with MNT_FORCE: FUSE's umount_begin aborts the connection before
+// the unmount is tried, and a mount still in use is then detached (MNT_DETACH), dead.
+// Otherwise fusermount3 -u (-z when busy); if the requests have not ended after
+// grace, the connection is aborted through the fuse control file system
+// (/sys/fs/fuse/connections/N/abort, writable by the mount's owner where it is
+// mounted, as systemd does); without it the daemon waits for those sandboxes, and
+// says so through logf.
+func (m *Fence) Stop(grace time.Duration, logf func(string, ...any)) {
+	ended := make(chan struct{})
+	go func() {
+		m.server.Wait()
+		close(ended)
+	}()
+	if os.Geteuid() == 0 {
+		if err := unix.Unmount(m.mp, unix.MNT_FORCE); err != nil {
+			if err := Unmount(m.mp, true); err != nil {
+				logf("%v", err)
+			}
+		}
+	} else if err := Unmount(m.mp, false); err != nil {
+		logf("%v; detaching it", err)
+		if err := Unmount(m.mp, true); err != nil {
+			logf("%v", err)
+		}
+	}
+	select {
+	case <-ended:
+	case <-time.After(grace):
+		if err := abortConnection(m.f.ownDev.Load()); err != nil {
+			logf("%s is still served in another mount namespace (a sandbox started while it was mounted), "+
+				"and the connection cannot be aborted (%v): waiting for those to end", m.mp, err)
+		}
+		<-ended
+	}
+	m.f.forgetMirror()
+}
+
+// abortConnection aborts the FUSE connection of the mount whose device is dev
+// through the fuse control file system.
+func abortConnection(dev uint64) error {
+	if dev == 0 {
+		return errors.New("the mount's device is not known")
+	}
+	p := fmt.Sprintf("/sys/fs/fuse/connections/%d/abort", unix.Minor(dev))
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString("1")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
 // snapshot is one generation of the policy with the writable roots opened. It is
 // reference counted: a reload retires it, and the last request using it closes the
 // root descriptors.

@@ -50,8 +50,12 @@ fails with EACCES (permission denied) and is recorded in the audit log. The poli
 file is watched: a mode switch or session event applies to the next operation, and
 a malformed file denies every mutation until a valid one returns.
 
-toh-mount runs in the foreground; SIGINT or SIGTERM unmounts and exits. A stale
-mount left on MOUNTPOINT by a killed toh-mount (ENOTCONN) is detached first.
+toh-mount runs in the foreground; SIGINT or SIGTERM unmounts and exits, ending
+the mount also where a sandbox started meanwhile holds a copy of it (ENOTCONN
+there; without root this needs the fuse control file system mounted, as systemd
+does, else toh-mount waits for those sandboxes). A stale mount left on MOUNTPOINT
+by a killed toh-mount (ENOTCONN) is detached first. -u unmounts it here only: a
+copy held elsewhere stays served until toh-mount is signalled.
 As root the mount is visible to every user (allow_other) with the kernel checking
 each caller's permissions (default_permissions); otherwise only to the user
 running toh-mount, who needs read-write access to /dev/fuse and fusermount3.

@@ -11,6 +11,7 @@ import (
 	"runtime/pprof"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -139,18 +140,13 @@ func runMount(o mountOptions, stderr io.Writer) int {
 	// waits for the mount's own users. Harnesses may wait for this line.
 	logf("serving %s on %s", o.source, o.mountpoint)
 
-	detached := make(chan struct{})
+	stopped := make(chan struct{})
 	go func() {
-		sig := <-sigs
-		if err := m.Unmount(); err != nil {
-			// Files are still open on the mount: detach it. Their descriptors fail
-			// with ENOTCONN once this process is gone; nothing passes through.
-			logf("%v; detaching on %v", err, sig)
-			if err := fusefence.Unmount(o.mountpoint, true); err != nil {
-				logf("%v", err)
-			}
-			close(detached)
-		}
+		<-sigs
+		// Every request on the mount fails from here on, in copies other mount
+		// namespaces hold too; descriptors still open on it get ENOTCONN.
+		m.Stop(stopGrace, logf)
+		close(stopped)
 	}()
 	done := make(chan struct{})
 	go func() {
@@ -159,10 +155,14 @@ func runMount(o mountOptions, stderr io.Writer) int {
 	}()
 	select {
 	case <-done:
-	case <-detached:
+	case <-stopped:
 	}
 	return closeAudit()
 }
+
+// stopGrace is how long a stopping daemon waits for its requests to end after a plain
+// unmount before it aborts the connection (fusefence.Fence.Stop).
+const stopGrace = 2 * time.Second
 
 func runUnmount(mountpoint string, stderr io.Writer) int {
 	if err := fusefence.Unmount(mountpoint, false); err != nil {

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -269,6 +270,58 @@ func TestKilledDaemonFailsClosedAndRestartRecovers(t *testing.T) {
 	code, out, _ := runCLI("audit", tr.audit, "--rule", "protected")
 	if code != 0 || !strings.Contains(out, `".git/config"`) {
 		t.Errorf("audit after the restart: exit %d:\n%s", code, out)
+	}
+}
+
+// TestStopEndsCopiesInOtherNamespaces: a mount namespace made while the mount was up
+// (a sandbox: bwrap copies every mount below /) holds a copy of it. SIGTERM ends the
+// mount there too, failing closed (ENOTCONN), and the daemon exits; it used to go on
+// serving the copy, and not exit, until that namespace ended. Control: the copy
+// serves reads before.
+func TestStopEndsCopiesInOtherNamespaces(t *testing.T) {
+	testutil.RequireFUSE(t)
+	// Root: unshare -m and nsenter. An unprivileged daemon aborts its connection
+	// through the fuse control file system where one is mounted (fusefence.Stop).
+	testutil.RequireRoot(t)
+	for _, tool := range []string{"unshare", "nsenter"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s: %v", tool, err)
+		}
+	}
+	tr := newTree(t, policy.ReadOnly)
+	d := startDaemon(t, tr.src, tr.mnt, tr.args()...)
+	holder := exec.Command("unshare", "-m", "--propagation", "private", "sleep", "120")
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { holder.Process.Kill(); holder.Wait() })
+	readCopy := func() (string, error) {
+		out, err := exec.Command("nsenter", "-t", strconv.Itoa(holder.Process.Pid), "-m", "cat", tr.mnt+"/f").CombinedOutput()
+		return string(out), err
+	}
+	for i := 0; ; i++ {
+		out, err := readCopy()
+		if err == nil && out == "hello" {
+			break
+		}
+		if i == 200 {
+			t.Fatalf("the copy in the other namespace: %q, %v", out, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-d.done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("toh-mount did not exit within 30s of SIGTERM while another namespace held a copy\n%s", d.stderr)
+	}
+	if code := d.cmd.ProcessState.ExitCode(); code != 0 || mountCount(tr.mnt) != 0 {
+		t.Errorf("after SIGTERM: exit %d, %d mounts left\n%s", code, mountCount(tr.mnt), d.stderr)
+	}
+	if out, err := readCopy(); err == nil || !strings.Contains(out, "not connected") {
+		t.Errorf("the copy after SIGTERM: %q, %v; want ENOTCONN", out, err)
 	}
 }
 
