@@ -38,11 +38,7 @@ func listenUnix(t *testing.T, p string) {
 // works under bwrap and the refusal is the hiding's.
 func TestBwrapHidesDeputies(t *testing.T) {
 	bwrap := testutil.RequireBwrap(t)
-	dir, err := os.MkdirTemp("/var/tmp", "toh-deputies-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := deputiesScratch(t)
 	rt, ws := filepath.Join(dir, "rt"), filepath.Join(dir, "ws")
 	for _, d := range []string{rt, ws} {
 		if err := os.Mkdir(d, 0o700); err != nil {
@@ -119,11 +115,7 @@ func TestBwrapHidesDeputies(t *testing.T) {
 // that name there is hidden.
 func TestBwrapIgnoresPlantedDeputyLinks(t *testing.T) {
 	bwrap := testutil.RequireBwrap(t)
-	dir, err := os.MkdirTemp("/var/tmp", "toh-deputies-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := deputiesScratch(t)
 	sticky, private := filepath.Join(dir, "sticky"), filepath.Join(dir, "private")
 	for _, d := range []string{sticky, private} {
 		if err := os.Mkdir(d, 0o700); err != nil {
@@ -166,11 +158,7 @@ func TestBwrapIgnoresPlantedDeputyLinks(t *testing.T) {
 // failure. Control: the same Confined run in the directory Confine saw.
 func TestRunRefusesAHiddenWorkingDirectory(t *testing.T) {
 	bwrap := testutil.RequireBwrap(t)
-	dir, err := os.MkdirTemp("/var/tmp", "toh-deputies-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := deputiesScratch(t)
 	rt := filepath.Join(dir, "rt")
 	if err := os.Mkdir(rt, 0o700); err != nil {
 		t.Fatal(err)
@@ -196,11 +184,7 @@ func TestRunRefusesAHiddenWorkingDirectory(t *testing.T) {
 // writable root or workspace-write's private /tmp, lies in a hidden directory, or is
 // a directory less than two levels deep.
 func TestDeputyHides(t *testing.T) {
-	dir, err := os.MkdirTemp("/var/tmp", "toh-deputies-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := deputiesScratch(t)
 	rt, tm, proj := filepath.Join(dir, "rt"), filepath.Join(dir, "tmux"), filepath.Join(dir, "proj")
 	for _, d := range []string{rt, tm, proj, filepath.Join(rt, "proj")} {
 		if err := os.Mkdir(d, 0o700); err != nil {
@@ -363,4 +347,16 @@ func TestDeputyHides(t *testing.T) {
 			}
 		}
 	}
+}
+
+// deputiesScratch is a directory of the test's own outside /tmp, which
+// workspace-write replaces and deputyHides treats apart.
+func deputiesScratch(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/var/tmp", "toh-deputies-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
 }
