@@ -263,13 +263,41 @@ func (c *ProbeCache) Drop() error {
 	defer unix.Close(dfd)
 	release, busy := holdCacheDir(dfd)
 	if busy {
-		// A bwrap run keeps the name read-only now (its command cannot write it);
-		// it drops the cache itself when it ends, if its roots hold it.
-		return nil
+		// A bwrap run keeps the name read-only now, and removing it would detach
+		// that. Empty the file in place instead: no mount is touched, and a verdict
+		// a command wrote is gone all the same. The holder need not be such a run:
+		// a Landlock run's command can hold the lock from a process it handed it
+		// to, which must not keep its verdict from being dropped.
+		return truncateCacheFile(dfd, filepath.Base(c.Path))
 	}
 	defer release()
 	if err := unix.Unlinkat(dfd, filepath.Base(c.Path), 0); err != nil && err != unix.ENOENT {
 		return fmt.Errorf("dropping the probe cache %s: %w", c.Path, err)
+	}
+	return nil
+}
+
+// truncateCacheFile empties the cache file name in dfd, when it is a regular file of
+// the caller's with one link (never another file a command linked or pointed there);
+// what is no such file is no verdict either (readCacheFile refuses it).
+func truncateCacheFile(dfd int, name string) error {
+	fd, err := unix.Openat(dfd, name, unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if err == unix.ENOENT || err == unix.ELOOP || err == unix.ENXIO {
+			return nil
+		}
+		return fmt.Errorf("dropping the probe cache %s: %w", name, err)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("dropping the probe cache %s: %w", name, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != unix.Geteuid() || st.Nlink != 1 {
+		return nil
+	}
+	if err := unix.Ftruncate(fd, 0); err != nil {
+		return fmt.Errorf("dropping the probe cache %s: %w", name, err)
 	}
 	return nil
 }

@@ -126,7 +126,9 @@ func readCacheFile(path string) ([]byte, error) {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return nil, err
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != unix.Geteuid() || st.Size > maxCacheBytes {
+	// One link, as store leaves it: a drop that cannot remove the name empties the
+	// file instead, and never a file linked elsewhere (truncateCacheFile).
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != unix.Geteuid() || st.Nlink != 1 || st.Size > maxCacheBytes {
 		return nil, errNotACache
 	}
 	b := make([]byte, 0, int(st.Size)+1)

@@ -225,7 +225,7 @@ func TestPoisonedProbeVerdictOutlivesNoRun(t *testing.T) {
 	testutil.RequireBwrap(t)
 	testutil.RequireLandlockABI(t, 1)
 	acl := aclGranting(65534)
-	for _, variant := range []string{"plain", "read-only directory", "group-writable directory", "ACL on the directory", "directory linked away"} {
+	for _, variant := range []string{"plain", "read-only directory", "group-writable directory", "ACL on the directory", "directory linked away", "directory held locked"} {
 		t.Run(variant, func(t *testing.T) {
 			s := newScratch(t)
 			dir := filepath.Join(s.ws, "cache")
@@ -256,6 +256,18 @@ func TestPoisonedProbeVerdictOutlivesNoRun(t *testing.T) {
 			case "directory linked away":
 				later = filepath.Join(s.ws, "later")
 				script = "mkdir -p later/sub && printf '%s' '" + poison + "' > later/sub/probe.json && rm -r cache && ln -s /proc/self/cwd/sub cache"
+			case "directory held locked":
+				// The lock a bwrap run holds while it keeps the cache read-only, held
+				// here by a process the command could have handed a descriptor to:
+				// the drop cannot remove the name then, and empties the file.
+				lock, err := os.Open(dir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { lock.Close() })
+				if err := unix.Flock(int(lock.Fd()), unix.LOCK_SH); err != nil {
+					t.Fatal(err)
+				}
 			}
 			r := toh(t, s.ws, nil, "--policy", s.noPolicy, "--probe-cache", cache, "--runner", "landlock", "--mode", "workspace-write",
 				"-c", script+" && echo planted")
