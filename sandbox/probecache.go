@@ -31,26 +31,28 @@ import (
 // outside the usual workspaces (/var/cache/toh for root, /run/user/<uid>/toh else),
 // [Chain.Confine] ignores (neither reads nor writes) a cache that lies inside one of
 // the run's writable roots, and the bwrap rung rebinds the cache file read-only like
-// the policy file, a missing one through a stand-in when its directory exists and
-// the caller may write there (bwrap_argv.go, missingGuardable): that is the common
-// case, since the run before dropped it. While such a run lasts, other calls neither
-// store a verdict over the name nor drop it (holdCacheDir): either would detach the
-// rebind inside the running sandbox (Linux since 3.18). Were it poisoned anyway, a verdict only ever chooses
-// among providers that confine, or says "unavailable": it can deny service or pick
-// Landlock over bwrap (which then reports its own enforcement honestly), never run a
-// command unconfined. A runner failure at run time drops the cache, and so does every
-// run whose writable roots held it ([Chain.ForgetIfWritable]): its command could have
-// written a verdict, which must not choose the runner of a later call (a call with
-// other roots would read it). Only a call that runs at the same time as such a run
-// can still read what its command wrote. The file is read only if it is a regular
-// file of the caller's own and not a link (a planted FIFO would hold every call), in
-// a directory of the caller's own that it alone may write (one made read-only would
-// keep a planted verdict from being dropped; one opened to another user, by its
-// mode or an ACL, would let that user put one back), and the directory is reached, read, written and dropped from
-// without following a symlink (openat2 RESOLVE_NO_SYMLINKS): a link planted in its
-// place would otherwise choose where later calls read the verdict and write theirs.
-// A cache path through a symlink (a linked ~/.cache) therefore caches nothing, and
-// every call probes.
+// the policy file, a missing one through a stand-in when its directory exists and the
+// caller may write there (bwrap_argv.go, missingGuardable): that is the common case,
+// since the run before dropped it. While such a run lasts (it holds the directory's
+// lock, holdCacheDir), other calls store no verdict over the name and drop one by
+// emptying the file in place, since a rename or an unlink would detach the rebind
+// inside the running sandbox (Linux since 3.18). Were it poisoned anyway, a verdict
+// only ever chooses among providers that confine, or says "unavailable": it can deny
+// service or pick Landlock over bwrap (which then reports its own enforcement
+// honestly), never run a command unconfined. A runner failure at run time drops the
+// cache, and so does every run whose writable roots held it ([Chain.ForgetIfWritable]):
+// its command could have written a verdict, which must not choose the runner of a later
+// call (a call with other roots would read it). Only a call that runs at the same time
+// as such a run (under Landlock, which cannot keep the name read-only) can still read
+// what its command wrote. The file is read only if it is a regular file of the caller's
+// own with one link and not a link itself (a planted FIFO would hold every call), in a
+// directory of the caller's own that it alone may write (one made read-only would keep
+// a planted verdict from being dropped; one opened to another user, by its mode or an
+// ACL, would let that user put one back), and the directory is reached, read, written
+// and dropped from without following a symlink (openat2 RESOLVE_NO_SYMLINKS): a link
+// planted in its place would otherwise choose where later calls read the verdict and
+// write theirs. A cache path through a symlink (a linked ~/.cache) therefore caches
+// nothing, and every call probes.
 type ProbeCache struct {
 	Path string
 }
