@@ -271,6 +271,12 @@ func TestDeputyHides(t *testing.T) {
 	if d := cmp.Diff(want, ours(deputyHides(ro, getenv, proj)), opt); d != "" {
 		t.Errorf("read-only, another's Neovim directory open to all (-want +got):\n%s", d)
 	}
+	wantHidden := func(what, dir string) {
+		t.Helper()
+		if hs := deputyHides(ro, getenv, proj); !slices.Contains(hs, bwrapHide{dir, true}) {
+			t.Errorf("%s %s is not hidden: %v", what, dir, hs)
+		}
+	}
 	// Neovim names its directory after the password database, whatever $USER says.
 	if e, ok := passwd.Lookup(os.Getuid()); ok {
 		byName := filepath.Join(tmpdir, "nvim."+e.Name)
@@ -278,9 +284,7 @@ func TestDeputyHides(t *testing.T) {
 			t.Fatal(err)
 		}
 		env["USER"] = "someone-else"
-		if hs := deputyHides(ro, getenv, proj); !slices.Contains(hs, bwrapHide{byName, true}) {
-			t.Errorf("with USER=someone-else, %s is not hidden: %v", byName, hs)
-		}
+		wantHidden("with USER=someone-else", byName)
 	}
 	// Links in a world-writable $TMPDIR, which anyone may plant there, hide nothing:
 	// not their target (the caller's own private directory), not a place bwrap
@@ -311,9 +315,7 @@ func TestDeputyHides(t *testing.T) {
 	os.Remove(filepath.Join(sticky, emacsName))
 	os.Mkdir(filepath.Join(sticky, emacsName), 0o700)
 	env["TMPDIR"] = sticky
-	if hs := deputyHides(ro, getenv, proj); !slices.Contains(hs, bwrapHide{filepath.Join(sticky, emacsName), true}) {
-		t.Errorf("the caller's own %s in a sticky TMPDIR is not hidden: %v", emacsName, hs)
-	}
+	wantHidden("the caller's own, in a sticky TMPDIR", filepath.Join(sticky, emacsName))
 	delete(env, "TMPDIR")
 	delete(env, "USER")
 	// zellij's socket directory in $TMPDIR (its temp_dir()), and where
@@ -323,18 +325,14 @@ func TestDeputyHides(t *testing.T) {
 		t.Fatal(err)
 	}
 	env["TMPDIR"] = tmpdir
-	if hs := deputyHides(ro, getenv, proj); !slices.Contains(hs, bwrapHide{zellijTmp, true}) {
-		t.Errorf("%s is not hidden: %v", zellijTmp, hs)
-	}
+	wantHidden("zellij's in TMPDIR", zellijTmp)
 	delete(env, "TMPDIR")
 	zellij := filepath.Join(dir, "zellij")
 	if err := os.Mkdir(zellij, 0o700); err != nil {
 		t.Fatal(err)
 	}
 	env["ZELLIJ_SOCKET_DIR"] = zellij
-	if hs := deputyHides(ro, getenv, proj); !slices.Contains(hs, bwrapHide{zellij, true}) {
-		t.Errorf("ZELLIJ_SOCKET_DIR=%s is not hidden: %v", zellij, hs)
-	}
+	wantHidden("ZELLIJ_SOCKET_DIR's", zellij)
 	delete(env, "ZELLIJ_SOCKET_DIR")
 	// Directories the environment names that are not the caller's own and private.
 	open := filepath.Join(dir, "open")
