@@ -351,7 +351,9 @@ func (m *Fence) Stop(grace time.Duration, logf func(string, ...any)) {
 		close(ended)
 	}()
 	if os.Geteuid() == 0 {
-		if err := unix.Unmount(m.mp, unix.MNT_FORCE); err != nil {
+		// EINVAL: no longer mounted here (toh-mount -u, umount); only the control
+		// file system can end copies then.
+		if err := unix.Unmount(m.mp, unix.MNT_FORCE); err != nil && err != unix.EINVAL {
 			if err := Unmount(m.mp, true); err != nil {
 				logf("%v", err)
 			}

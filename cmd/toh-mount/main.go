@@ -55,7 +55,8 @@ the mount also where a sandbox started meanwhile holds a copy of it (ENOTCONN
 there; without root this needs the fuse control file system mounted, as systemd
 does, else toh-mount waits for those sandboxes). A stale mount left on MOUNTPOINT
 by a killed toh-mount (ENOTCONN) is detached first. -u unmounts it here only: a
-copy held elsewhere stays served until toh-mount is signalled.
+copy held elsewhere stays served until toh-mount is signalled, and then ends only
+through the fuse control file system (root included: the mount is gone here).
 As root the mount is visible to every user (allow_other) with the kernel checking
 each caller's permissions (default_permissions); otherwise only to the user
 running toh-mount, who needs read-write access to /dev/fuse and fusermount3.
