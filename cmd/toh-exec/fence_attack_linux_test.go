@@ -67,8 +67,9 @@ i=0; while [ $i -lt %d ]; do i=$((i+1)); echo x > .git/hooks/h$i 2>/dev/null; do
 // on mutating after the shell exited. Every EACCES such a process sees must be on
 // the run's record: the host once collected the records and still answered EACCES
 // to denials until it exited. Its stderr is the run's, so each refusal it saw is
-// counted there; after the host is gone it gets ENOTCONN, never the directory
-// underneath.
+// counted there (but the one in flight when the run ends may be recorded with its
+// message not yet written); after the host is gone it gets ENOTCONN, never the
+// directory underneath.
 func TestFenceAttackLeftoverProcessIsNeverRefusedOffRecord(t *testing.T) {
 	if !slices.Contains(runners(t), "landlock") {
 		t.Skip("needs Landlock: under bwrap the PID namespace ends every process of the run with it")
@@ -84,9 +85,13 @@ sleep 0.0%d; exit 0`, round, round, round+1)
 		if len(hooks) != 0 {
 			t.Fatalf("round %d: a protected name was created: %v", round, hooks[0].Name())
 		}
+		// The leftover is one sequential loop, so at most one refusal is in flight
+		// when the run ends: recorded by the fence, its message not yet on the
+		// run's stderr when toh-exec stops reading it. More than one unaccounted
+		// record, or any refusal not on record, is the bug.
 		refused := strings.Count(e.Stderr, "Permission denied")
 		recorded := len(*e.Result.Denials) + e.Result.Fence.Dropped
-		if refused != recorded {
+		if recorded < refused || recorded > refused+1 {
 			t.Errorf("round %d: the command saw %d refusals, the result records %d", round, refused, recorded)
 		}
 		if refused > 0 && !e.Result.Denied {
