@@ -76,6 +76,7 @@ func (b *bwrapProvider) Confine(argv []string, pol policy.Execution) (Confined, 
 		SignalAsStatus:     true,
 		standIns:           standIns,
 		hidden:             hidden,
+		command:            argv[0],
 		netFilter:          network == policy.NetworkDeny,
 		status:             statusBwrap,
 	}, nil

@@ -53,6 +53,7 @@ func (l *landlockProvider) Confine(argv []string, pol policy.Execution) (Confine
 		RunnerFailureRules: rules,
 		Network:            network,
 		status:             statusLauncher,
+		command:            argv[0],
 	}
 	// Run starts the command itself under exactly what the launcher would apply: the
 	// flags are parsed back from the launcher's argv, so the two paths cannot drift.

@@ -171,6 +171,54 @@ type SpawnError struct {
 func (e *SpawnError) Error() string { return fmt.Sprintf("starting %q: %v", e.Argv0, e.Err) }
 func (e *SpawnError) Unwrap() error { return e.Err }
 
+// CommandExecError is the runner's report that it set the sandbox up and then could
+// not execute the command itself: bwrap's "bwrap: execvp CMD: ..." line, or the
+// Landlock rung's `landlock-run: executing "CMD": ...`, both written after every
+// restriction was in place. Its #! interpreter is missing, it is not executable or
+// not a program for this machine, or it lies where the sandbox does not show it (a
+// hidden directory under bwrap, a file under /dev under Landlock). [Run] returns it
+// inside a *SpawnError.
+//
+// SPEC §4.3 reads these lines as runner failures, and so toh-exec once answered
+// SANDBOX_UNAVAILABLE, whose text tells the caller to switch to danger-full-access,
+// for a script with a typo in its #! line: advice to turn the sandbox off for a
+// command that would fail the same way unconfined, and a dropped probe cache for a
+// rung that works. Decision: the command did not start, and the sandbox is not what
+// failed. Only the runner's own line counts: the command never ran, so nothing it
+// prints can reach here (the line is read only when the status pipe says the
+// command never started, status.go).
+type CommandExecError struct {
+	Argv0 string
+	// Detail is the runner's line.
+	Detail string
+}
+
+func (e *CommandExecError) Error() string {
+	return fmt.Sprintf("it could not be executed inside the sandbox (%s): a missing #! interpreter, a file that is not executable or not a program for this machine, or a path the sandbox does not show; the sandbox itself was set up", e.Detail)
+}
+
+// commandExecFailure returns the error for a runner failure line of c's runner that
+// says the command's own execve failed after the sandbox was set up, or nil.
+func commandExecFailure(c Confined, line string) error {
+	if c.command == "" {
+		return nil
+	}
+	var prefix string
+	switch c.Backend {
+	case BackendBwrap:
+		prefix = "bwrap: execvp " + c.command + ": "
+	case BackendLandlock:
+		// As the launcher renders it: runs of blanks in the name become one.
+		prefix = landlockFailureLine(fmt.Errorf("executing %q:", c.command)) + " "
+	default:
+		return nil
+	}
+	if !strings.HasPrefix(line, prefix) {
+		return nil
+	}
+	return &SpawnError{Argv0: c.command, Err: &CommandExecError{Argv0: c.command, Detail: line}}
+}
+
 // Run spawns c.Argv in dir with env, waits for it, and classifies the outcome. A
 // runner failure is returned as an *UnavailableError together with the facts; the
 // caller must not treat the run as the command's own result. Termination signals
@@ -305,6 +353,9 @@ func Run(c Confined, pol policy.Execution, dir string, env []string, stdio Stdio
 	if err != nil {
 		var lf *launcherFailure
 		if errors.As(err, &lf) {
+			if ce := commandExecFailure(c, lf.line); ce != nil {
+				return facts, ce
+			}
 			// The Landlock rung failed before the command ran, as the launcher stage
 			// would have reported with exit 125 and this line.
 			facts.RunnerFailed = true
@@ -347,6 +398,11 @@ func Run(c Confined, pol policy.Execution, dir string, env []string, stdio Stdio
 	cl := Classify(dialect, exit, tail.Bytes())
 	if said.failure != "" {
 		cl = Classification{RunnerFailed: true, Detail: said.failure}
+	}
+	if cl.RunnerFailed {
+		if ce := commandExecFailure(c, cl.Detail); ce != nil {
+			return facts, ce
+		}
 	}
 	facts.Denied = cl.Denied
 	if pol.Fence && facts.Fence == nil {

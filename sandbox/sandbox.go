@@ -224,6 +224,10 @@ type Confined struct {
 	// launcher (landlock_direct_linux.go). Argv stays the launcher's, and is what runs
 	// when a Stage is set.
 	landlock *landlockFlags
+	// command is the command's argv[0] as Argv hands it to the runner (bwrap and
+	// Landlock): what the runner names when the command's own execve fails
+	// ([CommandExecError]).
+	command string
 	// hidden are the directories the bwrap argv covers with an empty tmpfs to hide
 	// deputies (deputies.go): they hold the working directory Confine saw, never the
 	// one a caller of [Run] may pass instead, which Run checks.

@@ -20,7 +20,7 @@ const (
 	exitEscalation   = 121 // escalation invalid, rejected, cancelled or unavailable
 	exitEnforcement  = 122 // --require-full and the run would be partial
 	exitUnavailable  = 123 // SANDBOX_UNAVAILABLE: no backend, or the runner failed
-	exitCannotStart  = 124 // the command could not be started (working directory, I/O, protected paths)
+	exitCannotStart  = 124 // the command could not be started (working directory, I/O, protected paths, its own exec in the sandbox)
 	exitNotFound     = 127 // the command was not found (checked before confining)
 	landlockStageArg = "__landlock-run"
 )
@@ -149,8 +149,9 @@ Exit status:
   122  --require-full and the backend would enforce only partially
   123  SANDBOX_UNAVAILABLE: no backend can confine, or the runner itself failed;
        the command did not run
-  124  the command could not be started (unusable working directory, or a
-       protected path could not be prepared)
+  124  the command could not be started (unusable working directory, a
+       protected path could not be prepared, or the sandbox was set up and the
+       command's own exec failed there: a missing #! interpreter, say)
   127  the command was not found (checked before confining)
 A child may itself exit with any of these codes; --json and --result-fd say which.
 toh-exec why exits 0 for allow and 1 for deny (2, 120 and 124 as above).

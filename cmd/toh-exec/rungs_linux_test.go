@@ -660,9 +660,13 @@ func TestInheritedChildrenAreNotTheRuns(t *testing.T) {
 // own result, on every path that execs a runner: bwrap (plain, with the network
 // filter, behind the fence stage) and the Landlock launcher behind the fence stage
 // (sandbox/status.go). The plain Landlock rung starts the command itself. Positive
-// control on each path: a runner that really fails (an interpreter that does not
-// exist, so bwrap's or the launcher's execve fails) is still SANDBOX_UNAVAILABLE,
-// with the runner's own line as the detail.
+// control on each path: the runner's own line is still read when the command never
+// started. A command whose #! interpreter does not exist makes bwrap's or the
+// launcher's execve fail after the sandbox was set up: that is CANNOT_START (124),
+// naming the runner's line, and never SANDBOX_UNAVAILABLE, whose text advises
+// switching to danger-full-access (sandbox.CommandExecError); the probe cache is
+// kept. A runner that really fails at run time stays SANDBOX_UNAVAILABLE
+// (TestHostileHostDefeatsStaleVerdict).
 func TestCommandCannotFakeRunnerFailure(t *testing.T) {
 	for _, path := range []string{"bwrap", "bwrap network-deny", "bwrap fenced", "landlock", "landlock fenced"} {
 		t.Run(path, func(t *testing.T) {
@@ -692,10 +696,38 @@ func TestCommandCannotFakeRunnerFailure(t *testing.T) {
 				t.Fatal(err)
 			}
 			e, r := tohJSON(t, s.ws, nil, append(args, "--", bad)...)
-			prefix := map[string]string{"bwrap": "bwrap: execvp ", "landlock": "landlock-run: executing "}[rung]
-			if r.code != exitUnavailable || e.Error == nil || e.Error.Code != "SANDBOX_UNAVAILABLE" || e.Result == nil ||
-				!*e.Result.RunnerFailed || !strings.HasPrefix(e.Result.RunnerFailure, prefix) {
-				t.Fatalf("real runner failure: status %d facts %+v error %+v, want SANDBOX_UNAVAILABLE with %q...", r.code, e.Result, e.Error, prefix)
+			line := map[string]string{"bwrap": "bwrap: execvp " + bad + ": No such file or directory",
+				"landlock": fmt.Sprintf("landlock-run: executing %q: no such file or directory", bad)}[rung]
+			if r.code != exitCannotStart || e.Error == nil || e.Error.Code != "CANNOT_START" || e.Result != nil ||
+				!strings.Contains(e.Error.Message, "could not be executed inside the sandbox ("+line+")") {
+				t.Fatalf("the command's execve failed: status %d facts %+v error %+v, want CANNOT_START naming %q", r.code, e.Result, e.Error, line)
+			}
+			if strings.Contains(*e.Stderr, "danger-full-access") {
+				t.Errorf("a command that cannot be executed is answered with advice to run unconfined:\n%s", *e.Stderr)
+			}
+			if variant != "" {
+				return
+			}
+			// Through the runner chain the verdict stays cached: the rung works.
+			cache := filepath.Join(s.beside, "probe-cache.json")
+			chain := []string{"--policy", pol, "--mode", "workspace-write", "--probe-cache", cache}
+			if rung == "landlock" {
+				broken := filepath.Join(s.beside, "bwrap-broken")
+				os.WriteFile(broken, []byte("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n"), 0o755)
+				chain = append(chain, "--bwrap", broken)
+			}
+			if e, r := tohJSON(t, s.ws, nil, append(chain, "--", "true")...); r.code != 0 || e.Result == nil || e.Result.Backend != rung {
+				t.Fatalf("true through the chain: status %d facts %+v\n%s", r.code, e.Result, r.stderr)
+			}
+			before, err := os.ReadFile(cache)
+			if err != nil {
+				t.Fatalf("no probe verdict cached: %v", err)
+			}
+			if _, r := tohJSON(t, s.ws, nil, append(chain, "--", bad)...); r.code != exitCannotStart {
+				t.Fatalf("the command's execve failed through the chain: status %d, want %d\n%s", r.code, exitCannotStart, r.stderr)
+			}
+			if after, err := os.ReadFile(cache); err != nil || !bytes.Equal(after, before) {
+				t.Errorf("the probe verdict was dropped or changed (%v): %s", err, after)
 			}
 		})
 	}
