@@ -278,6 +278,9 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		program{"toh-mount", mount}, program{"the runner", conf.Argv[0]}, program{"the approval command", f.approvalCmd}); err != nil {
 		return out.fail(exitCannotStart, "CANNOT_START", err)
 	}
+	if err := pathAheadRefusal(pol, conf.Backend, os.Args[0], cwd, os.Getenv("PATH")); err != nil {
+		return out.fail(exitCannotStart, "CANNOT_START", err)
+	}
 	if f.verbose {
 		fmt.Fprintf(stderr, "toh-exec: %s\n", describe(conf, pol))
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/toh-sandbox/toh/canon"
 	"github.com/toh-sandbox/toh/policy"
@@ -56,23 +57,69 @@ func ownProgramRefusal(pol policy.Execution, backend sandbox.Backend, programs .
 			continue // the Landlock rung's runner is toh-exec itself
 		}
 		seen[pr.path] = true
-		// Canonicalized once (a few lstats), then compared lexically with each
-		// (canonical) root.
-		spellings := []string{filepath.Clean(pr.path), canon.Canonical(pr.path)}
-		for _, r := range pol.WritableRoots {
-			if r == "/tmp" && backend == sandbox.BackendBwrap {
-				continue
-			}
-			for _, sp := range spellings {
-				if canon.LexicallyWithin(sp, r) {
-					return fmt.Errorf("%s %q lies beneath the writable root %q: the command could replace it, and the next call would run the replacement outside the sandbox; install it outside the writable roots", pr.what, pr.path, r)
-				}
-			}
+		if r := hostRootHolding(pol, backend, pr.path); r != "" {
+			return fmt.Errorf("%s %q lies beneath the writable root %q: the command could replace it, and the next call would run the replacement outside the sandbox; install it outside the writable roots", pr.what, pr.path, r)
 		}
 		var st unix.Stat_t
 		if unix.Stat(pr.path, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Nlink > 1 &&
 			(os.Geteuid() == 0 || unix.Access(pr.path, unix.W_OK) == nil) {
 			return fmt.Errorf("%s %q has %d hard links, and one of them could lie in a writable root, where the command could rewrite it for the next call to run outside the sandbox; install a copy of its own (cp, not ln)", pr.what, pr.path, st.Nlink)
+		}
+	}
+	return nil
+}
+
+// hostRootHolding returns the writable root of pol in which the command could write
+// at p on the host, or "". p is canonicalized once (a few lstats), then compared
+// lexically with each (canonical) root, as given and as canonicalized.
+func hostRootHolding(pol policy.Execution, backend sandbox.Backend, p string) string {
+	spellings := []string{filepath.Clean(p), canon.Canonical(p)}
+	for _, r := range pol.WritableRoots {
+		if r == "/tmp" && backend == sandbox.BackendBwrap {
+			continue
+		}
+		for _, sp := range spellings {
+			if canon.LexicallyWithin(sp, r) {
+				return r
+			}
+		}
+	}
+	return ""
+}
+
+// pathAheadRefusal is the same question for the next call by name. toh-exec invoked
+// as name (no slash) was found in $PATH, and the next call will be looked up there
+// again: a directory listed ahead of the one that holds it, inside a writable root,
+// is where the command could put a program called name that the next call runs
+// instead, outside the sandbox. A Python virtualenv or node_modules/.bin inside the
+// workspace, or "." (or an empty entry), are the usual ones. Decisions:
+//
+//   - Every entry up to and including the first that holds an executable name is
+//     checked, existing or not (the command can create a directory that is
+//     missing); entries after it are never reached by that lookup.
+//   - Relative entries are taken from the working directory, where this call's
+//     caller looked them up too.
+//   - Only toh-exec's own $PATH can be checked. A caller that looks toh-exec up in
+//     another $PATH than the one it hands it (Go's os/exec looks in its own) is
+//     checked against the one it handed; the README says to call toh-exec by its
+//     absolute path.
+func pathAheadRefusal(pol policy.Execution, backend sandbox.Backend, name, cwd, path string) error {
+	if pol.Mode != policy.WorkspaceWrite || name == "" || strings.Contains(name, "/") {
+		return nil
+	}
+	for _, entry := range filepath.SplitList(path) {
+		dir := entry
+		if dir == "" {
+			dir = "."
+		}
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join(cwd, dir)
+		}
+		if r := hostRootHolding(pol, backend, dir); r != "" {
+			return fmt.Errorf("$PATH lists %q, beneath the writable root %q, ahead of (or as) the directory %s was found in: the command could put a %s there, and the next call by that name would run it outside the sandbox; call %s by its absolute path, or list its directory before %q", entry, r, name, name, name, entry)
+		}
+		if fi, err := os.Stat(filepath.Join(dir, name)); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return nil
 		}
 	}
 	return nil

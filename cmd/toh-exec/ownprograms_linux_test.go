@@ -1,7 +1,11 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -132,5 +136,73 @@ func TestApprovalCommandMustBeAbsoluteAndOutOfReach(t *testing.T) {
 	}
 	if _, err := os.Stat(logOutside); err != nil {
 		t.Errorf("control: the approver outside the roots was not asked: %v", err)
+	}
+}
+
+// runByName runs the toh-exec at bin as a caller that looked it up in $PATH does:
+// argv[0] is "toh-exec", and path is the $PATH it hands on.
+func runByName(t *testing.T, bin, dir, path string, args ...string) runResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), tohLimit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Args[0] = "toh-exec"
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "PATH="+path)
+	var so, se bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &so, &se
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("running %s: %v", bin, err)
+	}
+	return runResult{stdout: so.String(), stderr: se.String(), code: cmd.ProcessState.ExitCode()}
+}
+
+// TestPathAheadOfTohExecRefusesTheRun: called by name, toh-exec is looked up in
+// $PATH again at the next call, so a directory listed ahead of its own inside a
+// writable root (a virtualenv's bin in the workspace, ".") is where the command could
+// put a toh-exec that runs unconfined next time: a workspace-write run is refused,
+// existing directory or not. Controls: the same $PATH with toh-exec's directory
+// first, the same call by absolute path, and read-only all run; /tmp counts under
+// Landlock and not under bwrap, as for the programs themselves.
+func TestPathAheadOfTohExecRefusesTheRun(t *testing.T) {
+	s := newScratch(t)
+	own := filepath.Dir(tohExec)
+	venv := filepath.Join(s.ws, ".venv", "bin") // missing: the command could make it
+	inTmp := tempDir(t, "/tmp")
+	marker := filepath.Join(s.ws, "ran")
+	for _, c := range []struct {
+		rung, path string
+		refused    bool
+	}{
+		{"bwrap", venv + ":" + own + ":/usr/bin:/bin", true},
+		{"landlock", venv + ":" + own + ":/usr/bin:/bin", true},
+		{"bwrap", ".:" + own + ":/usr/bin:/bin", true},
+		{"bwrap", ":" + own + ":/usr/bin:/bin", true},
+		{"landlock", inTmp + ":" + own + ":/usr/bin:/bin", true},
+		{"bwrap", inTmp + ":" + own + ":/usr/bin:/bin", false},
+		{"bwrap", own + ":" + venv + ":.:/usr/bin:/bin", false},
+		{"landlock", "/usr/bin:/bin:" + own + ":" + venv, false},
+	} {
+		requireRung(t, c.rung, 1)
+		os.Remove(marker)
+		ws := []string{"--policy", s.noPolicy, "--runner", c.rung, "--mode", "workspace-write", "-c", "echo ran > ran; echo ran"}
+		r := runByName(t, tohExec, s.ws, c.path, ws...)
+		_, statErr := os.Stat(marker)
+		if c.refused {
+			if r.code != exitCannotStart || !strings.Contains(r.stderr, "$PATH lists") || statErr == nil {
+				t.Errorf("%s with PATH=%s: exit %d, stdout %q, stderr %q; want the run refused", c.rung, c.path, r.code, r.stdout, r.stderr)
+			}
+			// By absolute path the next call does not look in $PATH.
+			if r := runBinWithin(t, tohLimit, tohExec, s.ws, []string{"PATH=" + c.path}, ws...); r.code != 0 {
+				t.Errorf("%s with PATH=%s, called by absolute path: exit %d, stderr %q", c.rung, c.path, r.code, r.stderr)
+			}
+		} else if r.code != 0 || statErr != nil {
+			t.Errorf("%s with PATH=%s: exit %d, stderr %q; want the run", c.rung, c.path, r.code, r.stderr)
+		}
+		if r := runByName(t, tohExec, s.ws, c.path, "--policy", s.noPolicy, "--runner", c.rung, "-c", "echo ran"); r.code != 0 || r.stdout != "ran\n" {
+			t.Errorf("%s with PATH=%s, read-only: exit %d, stderr %q", c.rung, c.path, r.code, r.stderr)
+		}
 	}
 }
