@@ -75,6 +75,12 @@
 // looser: it only drops runner failures the command made up, which a harness could
 // otherwise answer by running it again unconfined.
 //
+// One line the SPEC counts as a runner failure is not: the runner's report that it
+// set the sandbox up and then the command's own execve failed (bwrap's "execvp",
+// the Landlock rung's "executing", for exactly the command's argv[0]). The command
+// could not be started, the sandbox works, and advice to go unconfined would be
+// wrong: it is a [CommandExecError], which toh-exec reports as CANNOT_START (124).
+//
 // Enforcement is "full" for bwrap, "full" for Landlock read-only on ABI >= 5 with the
 // seccomp filter, and "partial" otherwise (Landlock workspace-write always, since a
 // seccomp filter cannot tell paths apart and Landlock cannot deny inside an allowed
