@@ -157,6 +157,10 @@ var fenceCases = []fenceCase{
 		v: verdict{dir: "", dname: RuleProtected, name: RuleProtected, replace: RuleProtected, link: RuleProtected, content: RuleProtected, create: RuleProtected}},
 	{name: "unprotected file in a submodule gitdir", tree: submoduleTree, dir: ".git/modules/lib/sub",
 		v: verdict{dname: RuleProtected}},
+	// The checkout's pointer leads git into that directory: rewritten, git would use
+	// one of the command's own (found by review).
+	{name: "submodule checkout pointer", tree: submoduleCheckoutTree, dir: "lib/sub", file: "lib/sub/.git",
+		v: verdict{dir: "", dname: RuleProtected, name: RuleProtected, replace: RuleProtected, link: RuleProtected, content: RuleProtected, create: RuleProtected}},
 	{name: "not a git directory below modules/", tree: []string{"dir src/.git/modules/junk/hooks", "file src/.git/modules/junk/config [core]"},
 		dir: ".git/modules/junk/hooks", v: all("")},
 	{name: "creating commondir in a repository", tree: []string{"dir src/.git/hooks", "file src/.git/config [core]"},
@@ -210,7 +214,8 @@ var fenceCases = []fenceCase{
 }
 
 // worktreeTree is a repository in SOURCE with a linked worktree whose gitdir
-// (.git/worktrees/wt) lies inside it; submoduleTree one with a submodule lib/sub.
+// (.git/worktrees/wt) lies inside it; submoduleTree one with a submodule lib/sub,
+// submoduleCheckoutTree the same with its checkout in SOURCE.
 var (
 	worktreeTree = []string{
 		"file src/.git/HEAD ref: refs/heads/main", "dir src/.git/objects", "dir src/.git/refs", "dir src/.git/hooks",
@@ -221,6 +226,12 @@ var (
 		"file src/.git/HEAD ref: refs/heads/main", "dir src/.git/objects", "dir src/.git/refs",
 		"file src/.git/modules/lib/sub/HEAD ref: refs/heads/main", "dir src/.git/modules/lib/sub/objects", "dir src/.git/modules/lib/sub/refs",
 		"dir src/.git/modules/lib/sub/hooks", "file src/.git/modules/lib/sub/config [core]",
+	}
+	submoduleCheckoutTree = []string{
+		"file src/.git/HEAD ref: refs/heads/main", "dir src/.git/objects", "dir src/.git/refs",
+		"file src/.git/modules/lib/sub/HEAD ref: refs/heads/main", "dir src/.git/modules/lib/sub/objects", "dir src/.git/modules/lib/sub/refs",
+		"dir src/.git/modules/lib/sub/hooks", "file src/.git/modules/lib/sub/config [core] worktree = ../../../../lib/sub",
+		"file src/lib/sub/.git gitdir: ../../.git/modules/lib/sub", "file src/lib/sub/README hello",
 	}
 )
 

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -49,6 +50,33 @@ func FuzzParse(f *testing.F) {
 		again, err := q.Marshal()
 		if err != nil || !bytes.Equal(out, again) {
 			t.Fatalf("Marshal is not a fixed point: %v\n%s\n%s", err, out, again)
+		}
+	})
+}
+
+// FuzzConfigLookup: any text is read without a panic, and a text that parses and
+// ends a line (not continued) is read to its end: a core.worktree appended after it
+// is the value (the last one wins, as in git).
+func FuzzConfigLookup(f *testing.F) {
+	for _, seed := range []string{
+		"[core]\n\tworktree = ../../../x\n",
+		"[core] worktree = \"a # b\" ; c\n",
+		"[core]\nworktree = cont\\\ninued\n",
+		"[core \"sub\"]\nworktree = x\n",
+		"[core]\nworktree = \"unterminated\n",
+		"[core\n",
+		"\\",
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		_, _, parsed := configLookup(s, "core", "worktree")
+		if !parsed || !strings.HasSuffix(s, "\n") || strings.HasSuffix(s, "\\\n") || strings.HasSuffix(s, "\\\r\n") {
+			return // a last line continued is continued by what follows
+		}
+		v, found, parsed := configLookup(s+"[core]\nworktree = z\n", "core", "worktree")
+		if !found || !parsed || v != "z" {
+			t.Fatalf("%q then a core.worktree: %q found %v parsed %v", s, v, found, parsed)
 		}
 	})
 }

@@ -15,10 +15,11 @@ import (
 // Limits of the git-structure reads. They bound what a hostile tree can make toh read
 // before every run; no real repository comes near them.
 const (
-	maxGitFileBytes = 4096 // a .git pointer file, commondir, gitdir
-	maxGitDirs      = 1024 // git directories belonging to one root
-	maxModulesDepth = 16   // directory levels below <gitdir>/modules
-	maxModulesReads = 4096 // directories read below all modules/ of one root
+	maxGitFileBytes = 4096     // a .git pointer file, commondir, gitdir
+	maxGitDirs      = 1024     // git directories belonging to one root
+	maxModulesDepth = 16       // directory levels below <gitdir>/modules
+	maxModulesReads = 4096     // directories read below all modules/ of one root
+	maxConfigBytes  = 64 << 10 // a submodule git directory's config, read for core.worktree
 )
 
 // gitDirsOf returns the git directories that belong to the writable root r, in a
@@ -40,7 +41,17 @@ const (
 // one, and the links that the text of a .git file or of a commondir passes through.
 // Retargeting any of them would make git use another directory, so their own names
 // are protected like the pointer file (see [linksOn]).
-func gitDirsOf(r string) (dirs []string, pointer string, links []string) {
+//
+// checkouts are the .git entries through which git reaches the submodule and linked
+// worktree git directories found, spelled as git would resolve them: for a
+// submodule's git directory M, <core.worktree of M's config>/.git; for a worktree
+// directory G, the path its back-pointer G/gitdir names. Each is listed only when
+// the checkout directory it lies in exists. Rewritten ("gitdir: ../evil"), such a
+// pointer makes git use a git directory of the command's own, hooks and
+// configuration included, whenever the user's git enters the checkout: "git status"
+// in the superproject enters every populated submodule (found by review). So they
+// are protected like r's own pointer file.
+func gitDirsOf(r string) (dirs []string, pointer string, links, checkouts []string) {
 	var queue []string
 	if looksLikeGitDir(r) {
 		queue = append(queue, r)
@@ -68,6 +79,13 @@ func gitDirsOf(r string) (dirs []string, pointer string, links []string) {
 		}
 	}
 	seen := map[string]bool{}
+	// How each queued directory was found: a submodule's or a worktree's git
+	// directory has a checkout elsewhere.
+	const (
+		foundModule = 1 + iota
+		foundWorktree
+	)
+	found := map[string]int{}
 	reads := 0
 	for len(queue) > 0 && len(dirs) < maxGitDirs {
 		d := queue[0]
@@ -77,6 +95,22 @@ func gitDirsOf(r string) (dirs []string, pointer string, links []string) {
 		}
 		seen[d] = true
 		dirs = append(dirs, d)
+		var checkout string // the spelling of the .git entry that leads to d
+		switch found[d] {
+		case foundModule:
+			if wt, ok := configValue(d+"/config", "core", "worktree"); ok && wt != "" {
+				checkout = spellFrom(d, wt) + "/.git"
+			}
+		case foundWorktree:
+			if b, ok := readSmall(d + "/gitdir"); ok {
+				if p := strings.TrimRight(string(b), " \t\r\n"); p != "" {
+					checkout = spellFrom(d, p)
+				}
+			}
+		}
+		if checkout != "" && isDir(canon.Canonical(path.Dir(checkout))) {
+			checkouts = append(checkouts, checkout)
+		}
 		if sp, ok := commonDirSpelling(d); ok {
 			links = append(links, linksOn(sp)...)
 			if c := canon.Canonical(sp); isDir(c) {
@@ -84,11 +118,19 @@ func gitDirsOf(r string) (dirs []string, pointer string, links []string) {
 			}
 		}
 		for _, w := range subdirs(d + "/worktrees") {
+			if found[w] == 0 {
+				found[w] = foundWorktree
+			}
 			queue = append(queue, w)
 		}
-		queue = append(queue, moduleGitDirs(d+"/modules", 0, &reads)...)
+		for _, m := range moduleGitDirs(d+"/modules", 0, &reads) {
+			if found[m] == 0 {
+				found[m] = foundModule
+			}
+			queue = append(queue, m)
+		}
 	}
-	return dirs, pointer, links
+	return dirs, pointer, links, checkouts
 }
 
 // moduleGitDirs walks a modules/ directory: submodule names may contain slashes, so a
@@ -273,24 +315,167 @@ func linksOn(p string) []string {
 	return links
 }
 
+// configValue returns the last value of section.key (no subsection) in the git
+// configuration file, read as git's config parser reads it: section and key names
+// case-insensitive, a key on the header's line, values with double quotes,
+// backslash escapes, line continuations and comments, whitespace outside quotes
+// trimmed at the ends and each inner run kept as spaces. Include directives are not
+// followed. A file that is not a regular file of at most maxConfigBytes, or that
+// does not parse, has no values.
+func configValue(file, section, key string) (string, bool) {
+	b, ok := readSmallMax(file, maxConfigBytes)
+	if !ok {
+		return "", false
+	}
+	v, found, parsed := configLookup(string(b), section, key)
+	return v, found && parsed
+}
+
+// configLookup is configValue on the file's text; parsed is false when it does not
+// parse.
+func configLookup(s, section, key string) (value string, found, parsed bool) {
+	cur := "" // the current section, lowercased; "" for none or one with a subsection
+	i := 0
+	for i < len(s) {
+		c := s[i]
+		switch {
+		case c == ' ' || c == '\t' || c == '\r' || c == '\n':
+			i++
+		case c == '#' || c == ';':
+			for i < len(s) && s[i] != '\n' {
+				i++
+			}
+		case c == '[':
+			end := strings.IndexByte(s[i:], ']')
+			if end < 0 {
+				return "", false, false
+			}
+			name := s[i+1 : i+end]
+			i += end + 1
+			cur = ""
+			if !strings.ContainsAny(name, " \t\"\n") && !strings.Contains(name, ".") {
+				cur = strings.ToLower(name)
+			}
+		case isAlpha(c):
+			start := i
+			for i < len(s) && (isAlpha(s[i]) || (s[i] >= '0' && s[i] <= '9') || s[i] == '-') {
+				i++
+			}
+			name := strings.ToLower(s[start:i])
+			for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
+				i++
+			}
+			var v string
+			if i < len(s) && s[i] == '=' {
+				var ok bool
+				if v, i, ok = configParseValue(s, i+1); !ok {
+					return "", false, false
+				}
+			} else if i < len(s) && s[i] != '\n' && s[i] != '\r' && s[i] != '#' && s[i] != ';' {
+				return "", false, false
+			}
+			if cur == strings.ToLower(section) && name == strings.ToLower(key) {
+				value, found = v, true
+			}
+		default:
+			return "", false, false
+		}
+	}
+	return value, found, true
+}
+
+// configParseValue parses a value starting at s[i] (after the "="), up to the end of
+// its line, and returns it with the index after it.
+func configParseValue(s string, i int) (string, int, bool) {
+	var b strings.Builder
+	quoted := false
+	spaces := 0
+	for ; i < len(s); i++ {
+		c := s[i]
+		if c == '\n' {
+			if quoted {
+				return "", i, false
+			}
+			break
+		}
+		if !quoted && (c == ';' || c == '#') {
+			for i < len(s) && s[i] != '\n' {
+				i++
+			}
+			break
+		}
+		if !quoted && (c == ' ' || c == '\t' || c == '\r') {
+			if b.Len() > 0 {
+				spaces++
+			}
+			continue
+		}
+		for ; spaces > 0; spaces-- {
+			b.WriteByte(' ')
+		}
+		switch c {
+		case '"':
+			quoted = !quoted
+		case '\\':
+			i++
+			if i >= len(s) {
+				return "", i, false
+			}
+			switch s[i] {
+			case '\n':
+				// continuation: the value goes on on the next line
+			case '\r':
+				if i+1 < len(s) && s[i+1] == '\n' {
+					i++
+				}
+			case 't':
+				b.WriteByte('\t')
+			case 'b':
+				s := b.String()
+				if len(s) > 0 {
+					b.Reset()
+					b.WriteString(s[:len(s)-1])
+				}
+			case 'n':
+				b.WriteByte('\n')
+			case '\\', '"':
+				b.WriteByte(s[i])
+			default:
+				return "", i, false
+			}
+		default:
+			b.WriteByte(c)
+		}
+	}
+	if quoted {
+		return "", i, false
+	}
+	return b.String(), i, true
+}
+
+func isAlpha(c byte) bool { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') }
+
 // readSmall reads a regular file (never through a final symlink) of at most
 // maxGitFileBytes. The open neither follows a link nor waits: a FIFO swapped in for
 // the name after a check would otherwise block the reader until someone writes to
 // it, and the fence resolves its protected paths under a lock that every mutation
 // of the mount waits for (found by review: a racer on the host wedged a mount this
 // way). What was opened is checked, not what the name was before.
-func readSmall(file string) ([]byte, bool) {
+func readSmall(file string) ([]byte, bool) { return readSmallMax(file, maxGitFileBytes) }
+
+// readSmallMax is readSmall with a limit of max bytes.
+func readSmallMax(file string, max int64) ([]byte, bool) {
 	f, err := os.OpenFile(file, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, false
 	}
 	defer f.Close()
 	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() || fi.Size() > maxGitFileBytes {
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() > max {
 		return nil, false
 	}
-	b, err := io.ReadAll(io.LimitReader(f, maxGitFileBytes+1))
-	if err != nil || len(b) > maxGitFileBytes {
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil || int64(len(b)) > max {
 		return nil, false
 	}
 	return b, true

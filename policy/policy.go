@@ -99,9 +99,15 @@
 // access back after a bwrap run (sandbox/access_linux.go); under Landlock
 // workspace-write protected paths are not kept at all (partial).
 //
-// Beyond the entries themselves, three files decide where git looks for a git
+// Beyond the entries themselves, these files decide where git looks for a git
 // directory's hooks and configuration and are protected with them (reason "git"):
-// the root's .git pointer file, every git directory's commondir (git reads config and
+// the root's .git pointer file; the .git pointer of every submodule checkout (found
+// through core.worktree of the submodule's git directory) and of every linked
+// worktree (through the worktree directory's gitdir back-pointer), when its checkout
+// directory exists: rewritten, it would send git into a git directory of the
+// command's own the next time the user's git enters the checkout, and "git status"
+// in the superproject enters every populated submodule (found by review; so a run
+// cannot remove or move such a checkout either); every git directory's commondir (git reads config and
 // hooks from the directory it names: creating ".git/commondir" in an ordinary
 // repository redirects both, which this project verified with git 2.39), and
 // config.worktree beside a protected config. A missing commondir or config.worktree

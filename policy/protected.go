@@ -116,7 +116,9 @@ func kindOfMissing(p string) PathKind {
 //     each of those git directories, its commondir (PathAbsent when missing), and
 //     config.worktree when ".git/config" or ".git" is protected (PathAbsent when
 //     missing; git reads it only with extensions.worktreeConfig, which lives in the
-//     protected config), and r/.git itself when it is a pointer file.
+//     protected config), and r/.git itself when it is a pointer file. Then the .git
+//     of each submodule checkout and linked worktree whose git directory was found,
+//     where its checkout directory exists (gitDirsOf's checkouts).
 //
 // The git rule: entries under ".git/" apply to git directories that exist when this
 // runs. A workspace without a repository gets no such entries, so "git init" in a run
@@ -196,7 +198,7 @@ func (x Execution) ProtectedPaths() []ProtectedPath {
 		if len(git) == 0 {
 			continue
 		}
-		dirs, pointer, links := gitDirsOf(r)
+		dirs, pointer, links, checkouts := gitDirsOf(r)
 		if len(dirs) == 0 && pointer == "" && len(links) == 0 && insideRepository(r) {
 			// No repository of its own, inside someone's: a ".git" made here would
 			// shadow the enclosing repository for every git command run in r, the
@@ -214,6 +216,14 @@ func (x Execution) ProtectedPaths() []ProtectedPath {
 		}
 		for _, l := range links {
 			add(ProtectedPath{Path: l, Reason: ProtectGit}, true)
+		}
+		for _, sp := range checkouts {
+			// Named, not followed: a .git that is itself a link is protected at its
+			// own name by linksOn.
+			add(ProtectedPath{Path: canon.Canonical(path.Dir(sp)) + "/.git", Reason: ProtectGit}, false)
+			for _, l := range linksOn(sp) {
+				add(ProtectedPath{Path: l, Reason: ProtectGit}, true)
+			}
 		}
 		for _, d := range dirs {
 			for _, suffix := range git {

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -162,6 +163,7 @@ func TestProtectedPathsWorktreeAndSubmodules(t *testing.T) {
 	got := pathsOf(x.ProtectedPaths(), base)
 	want := []string{
 		"wt/.git file exists git",
+		"main/vendor/lib/.git file exists git",
 		"main/.git/worktrees/wt/hooks dir missing protect",
 		"main/.git/worktrees/wt/config file missing protect",
 		"main/.git/worktrees/wt/commondir file exists git",
@@ -178,16 +180,102 @@ func TestProtectedPathsWorktreeAndSubmodules(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("from the worktree (-want +got):\n%s", diff)
 	}
-	// From the main repository the same git directories are found, and the
-	// submodule's checkout pointer is not a root's pointer.
+	// From the main repository the same git directories are found, and so are the
+	// checkouts' pointers: the linked worktree's (through its back-pointer; outside
+	// this root, where backends skip it) and the submodule's (through core.worktree),
+	// which the user's git follows into git directories of the command's own if it
+	// can rewrite them.
 	got = pathsOf(wwExec(main).ProtectedPaths(), base)
-	for _, w := range want[1:] {
+	for _, w := range want {
 		if !slices.Contains(got, w) {
 			t.Errorf("from main: %q missing in %q", w, got)
 		}
 	}
-	if slices.Contains(got, "wt/.git file exists git") {
-		t.Errorf("from main: another worktree's pointer is protected: %q", got)
+}
+
+// A submodule checkout's pointer is found through core.worktree of the submodule's
+// git directory, nested submodules included, and protected at its own name when it
+// is a link; a submodule whose checkout directory is gone gets nothing (no stand-in
+// directories for a checkout).
+func TestProtectedPathsSubmoduleCheckouts(t *testing.T) {
+	base, git := gitTree(t)
+	inner, lib, main := filepath.Join(base, "inner"), filepath.Join(base, "lib"), filepath.Join(base, "main")
+	for _, d := range []string{inner, lib, main} {
+		mustMkdir(t, d)
+		git(d, "init", "-q")
+		git(d, "commit", "-q", "--allow-empty", "-m", filepath.Base(d))
+	}
+	git(lib, "-c", "protocol.file.allow=always", "submodule", "add", "-q", inner, "in")
+	git(lib, "commit", "-q", "-m", "in")
+	git(main, "-c", "protocol.file.allow=always", "submodule", "add", "-q", lib, "vendor/lib")
+	git(main, "-c", "protocol.file.allow=always", "submodule", "update", "-q", "--init", "--recursive")
+	git(main, "commit", "-q", "-m", "lib")
+	got := pathsOf(wwExec(main).ProtectedPaths(), base)
+	for _, w := range []string{
+		"main/vendor/lib/.git file exists git",
+		"main/vendor/lib/in/.git file exists git",
+		"main/.git/modules/vendor/lib/modules/in/hooks dir exists protect",
+	} {
+		if !slices.Contains(got, w) {
+			t.Errorf("%q missing in %q", w, got)
+		}
+	}
+	// The checkout reached through a link: the link's name is protected too.
+	if err := os.Rename(filepath.Join(main, "vendor"), filepath.Join(main, "vendor-real")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("vendor-real", filepath.Join(main, "vendor")); err != nil {
+		t.Fatal(err)
+	}
+	got = pathsOf(wwExec(main).ProtectedPaths(), base)
+	for _, w := range []string{"main/vendor-real/lib/.git file exists git", "main/vendor link exists git"} {
+		if !slices.Contains(got, w) {
+			t.Errorf("through a link: %q missing in %q", w, got)
+		}
+	}
+	// Gone: nothing for the checkout.
+	if err := os.RemoveAll(filepath.Join(main, "vendor-real")); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pathsOf(wwExec(main).ProtectedPaths(), base) {
+		if strings.HasPrefix(p, "main/vendor") {
+			t.Errorf("a gone checkout is protected: %q", p)
+		}
+	}
+}
+
+// configValue reads a value as git does: each case is compared with
+// "git config --file F --get core.worktree".
+func TestConfigValueMatchesGit(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("needs git")
+	}
+	dir := t.TempDir()
+	for i, text := range []string{
+		"[core]\n\tworktree = ../../../x\n",
+		"[core]\n\tworktree = a\n\tworktree = b\n",
+		"[CORE]\nWorkTree=c\n",
+		"[core] worktree = same-line\n",
+		"[core]\nworktree = \"  quoted  # not a comment \"  # a comment\n",
+		"[core]\nworktree = with   inner\tspaces   \n",
+		"[core]\nworktree = cont\\\ninued\n",
+		"[core]\nworktree = esc\\\"q\\\\b\\tt\n",
+		"[core \"sub\"]\nworktree = not-core\n",
+		"[core.sub]\nworktree = not-core\n",
+		"[other]\nworktree = no\n[core]\nbare = false\n",
+		"; c\n# c\n[core]\n\tworktree = ../a ; trailing\n",
+		"[core]\nworktree\n",
+		"[core]\nworktree =\n",
+		"[core]\r\nworktree = crlf\r\n",
+	} {
+		f := filepath.Join(dir, fmt.Sprint(i))
+		mustWrite(t, f, text)
+		out, err := exec.Command("git", "config", "--file", f, "--get", "core.worktree").Output()
+		want, wantOK := strings.TrimSuffix(string(out), "\n"), err == nil
+		got, ok := configValue(f, "core", "worktree")
+		if ok != wantOK || (ok && got != want) {
+			t.Errorf("%q: got %q %v, git says %q %v (%v)", text, got, ok, want, wantOK, err)
+		}
 	}
 }
 

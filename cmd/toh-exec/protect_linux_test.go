@@ -362,10 +362,26 @@ func TestGitSubmoduleAdd(t *testing.T) {
 		refused(t, attack, e)
 	}
 	sameTree(t, "the attacks on the submodule's git directory", before, treeState(t, modules))
+	// The checkout's pointer leads the user's git to that directory ("git status" in
+	// the superproject enters the submodule): rewritten, moved away with the checkout
+	// or a parent, or removed, git would use a git directory of the command's own,
+	// hooks and core.fsmonitor included (found by review).
+	pointer := filepath.Join(s.ws, "vendor", "lib", ".git")
+	for _, attack := range []string{
+		`cp -a .git/modules/vendor/lib evil && echo "gitdir: ../../evil" > vendor/lib/.git`,
+		`mv vendor/lib vendor/lib-old && mkdir vendor/lib && echo "gitdir: ../../evil" > vendor/lib/.git`,
+		`mv vendor vendor-old && mkdir -p vendor/lib && echo "gitdir: ../../evil" > vendor/lib/.git`,
+		`rm vendor/lib/.git`,
+	} {
+		e := s.confined(t, s.ws, attack)
+		refused(t, attack, e)
+		present(t, pointer, "gitdir: ../../.git/modules/vendor/lib\n")
+		os.RemoveAll(filepath.Join(s.ws, "evil"))
+	}
 	// Positive control: the submodule itself stays usable from the superproject's
-	// workspace. (A run whose workspace root is the submodule checkout gets no access
+	// workspace, and so does git status there. (A run whose workspace root is the submodule checkout gets no access
 	// to the git directory: a submodule has no back-pointer to verify, see policy.)
-	s.mustRun(t, s.ws, "cd vendor/lib && echo x > f && g add f && g commit -q -m in-sub")
+	s.mustRun(t, s.ws, "cd vendor/lib && echo x > f && g add f && g commit -q -m in-sub && cd ../.. && g status --short")
 	if got := s.git(t, filepath.Join(s.ws, "vendor", "lib"), "log", "--format=%s", "-1"); got != "in-sub" {
 		t.Fatalf("submodule log = %q", got)
 	}
