@@ -71,11 +71,12 @@ package sandbox
 // sched_setattr(2) need only the same uid and Landlock governs neither; that slows
 // toh-exec, nothing more. Setting its rlimits with prlimit(2) could kill it (an
 // address-space limit made toh-exec die of "out of memory" with status 2 and a
-// traceback, and no result): the seccomp filter refuses prlimit64 on any other
-// process (EPERM) wherever the rung installs one (read-only, network deny), and
-// workspace-write with the network allowed, which runs without a filter and is
-// partial anyway, leaves it open (TestLandlockCommandCannotSetItsStartersLimits
-// shows both). Only bwrap's PID namespace hides toh-exec altogether. On a kernel without Landlock's signal scope (ABI < 6, or the erratum
+// traceback, and no result; a CPU limit on the fence host made a fenced run read as
+// "the command did not run"): the seccomp filter refuses prlimit64 on any other
+// process (EPERM) in every mode, on every architecture that has the filter
+// (TestLandlockCommandCannotSetItsStartersLimits; workspace-write with the network
+// allowed ran without a filter until review found that). Only bwrap's PID namespace
+// hides toh-exec altogether. On a kernel without Landlock's signal scope (ABI < 6, or the erratum
 // unfixed) it can also signal toh-exec through any of its threads.
 // TestLandlockDirectRetiresItsThread checks that no thread of the process is left
 // with no_new_privs or a seccomp filter.

@@ -67,7 +67,8 @@ package sandbox
 //
 // Landlock never governs metadata: chmod, chown, utimes/utimensat, set/removexattr and
 // inode-flag ioctls (chattr) succeed wherever DAC allows. SPEC §1 makes metadata part of
-// every mode, so the read-only profile adds a seccomp filter (amd64 and arm64 only) that
+// every mode, so every profile adds a seccomp filter (amd64 and arm64 only): io_uring
+// and others' limits (below) in every mode, and in read-only it also
 // fails chmod, fchmod, fchmodat, fchmodat2, chown, fchown, lchown, fchownat, utime,
 // utimes, futimesat, utimensat, setxattr, lsetxattr, fsetxattr, setxattrat,
 // removexattr, lremovexattr, fremovexattr, removexattrat, file_setattr and the

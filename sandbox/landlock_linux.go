@@ -132,7 +132,7 @@ func newLandlockPlan(f landlockFlags, kernelABI int, errata uint64, seccompOK bo
 	if kernelABI < 1 {
 		return landlockPlan{}, errors.New("the kernel offers no Landlock (not built in, or disabled at boot)")
 	}
-	p := landlockPlan{kernelABI: kernelABI, abi: min(kernelABI, landlockMaxABI)}
+	p := landlockPlan{kernelABI: kernelABI, abi: min(kernelABI, landlockMaxABI), seccomp: seccompPlan{base: seccompOK}}
 	if f.maxABI > 0 {
 		p.abi = min(p.abi, f.maxABI)
 	}

@@ -18,6 +18,13 @@ import (
 
 // seccompPlan says which parts of the filter a run needs.
 type seccompPlan struct {
+	// base is the part every Landlock run gets where the architecture has a filter:
+	// io_uring refused, and changing another process's resource limits. A same-uid
+	// command outside any PID namespace could otherwise set the CPU or file limit of
+	// toh-exec or of the fence host, its parent, and kill it or its cleanup, and a
+	// dead fence host reads as "the command did not run" (found by review; before,
+	// workspace-write with the network allowed ran with no filter at all).
+	base bool
 	// metadata denies chmod/chown/utimes/xattr/inode-flag changes (read-only mode).
 	metadata bool
 	// net denies every socket that is not AF_UNIX (network deny).
@@ -29,7 +36,7 @@ type seccompPlan struct {
 	vsockOnly bool
 }
 
-func (s seccompPlan) any() bool { return s.metadata || s.net }
+func (s seccompPlan) any() bool { return s.base || s.metadata || s.net }
 
 func (s seccompPlan) String() string {
 	var parts []string
@@ -39,7 +46,7 @@ func (s seccompPlan) String() string {
 	if s.net {
 		parts = append(parts, "non-unix sockets")
 	}
-	if len(parts) == 0 {
+	if len(parts) == 0 && !s.base {
 		return "none"
 	}
 	return strings.Join(append(parts, "io_uring", "others' rlimits"), "+")

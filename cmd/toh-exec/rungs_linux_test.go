@@ -487,11 +487,12 @@ func processesWithArg(t *testing.T, arg string) []int {
 
 // TestLandlockCommandCannotSetItsStartersLimits: Landlock governs no prlimit(2),
 // and the command runs as toh-exec's user, so it could set toh-exec's limits (an
-// address-space limit kills it before it reports). Where the Landlock rung
-// installs its seccomp filter (read-only; network deny) setting another
-// process's limits is refused, while the command's own limits still change.
-// Positive control: workspace-write with the network allowed runs without the
-// filter, and there the same call lands on toh-exec (the gap sandbox documents).
+// address-space limit kills it before it reports; a file limit of 1 stops it
+// ending the command's leftovers), or with --fence the fence host's, its parent (a
+// CPU limit kills it, and the run read as "the command did not run": found by
+// review). In every mode the Landlock rung's seccomp filter refuses setting another
+// process's limits, while the command's own limits still change. Positive
+// control: under danger-full-access the same call lands on toh-exec.
 func TestLandlockCommandCannotSetItsStartersLimits(t *testing.T) {
 	testutil.RequireLandlockABI(t, 1)
 	if _, err := exec.LookPath("prlimit"); err != nil {
@@ -506,20 +507,30 @@ func TestLandlockCommandCannotSetItsStartersLimits(t *testing.T) {
 		`ulimit -n 55 && echo "own: $(ulimit -n)"`
 	for _, c := range []struct {
 		mode, policy string
+		fence        bool
 		refused      bool
 	}{
-		{"read-only", allow, true},
-		{"workspace-write", deny, true},
-		{"workspace-write", allow, false},
+		{"read-only", allow, false, true},
+		{"workspace-write", deny, false, true},
+		{"workspace-write", allow, false, true},
+		{"workspace-write", allow, true, true},
+		{"danger-full-access", allow, false, false},
 	} {
-		e, r := tohJSON(t, s.ws, nil, "--policy", c.policy, "--runner", "landlock", "--mode", c.mode, "-c", script)
-		want := "others: 1\nown: 55\n"
-		if !c.refused {
-			want = "others: 0\nstarter: 77\nown: 55\n"
-		}
-		if r.code != 0 || e.Stdout == nil || *e.Stdout != want {
-			t.Errorf("%s, %s: exit %d, stdout %v, want %q (stderr %q)", c.mode, filepath.Base(c.policy), r.code, e.Stdout, want, r.stderr)
-		}
+		t.Run(fmt.Sprintf("%s/%s/fence=%v", c.mode, filepath.Base(c.policy), c.fence), func(t *testing.T) {
+			args := []string{"--policy", c.policy, "--runner", "landlock", "--mode", c.mode}
+			if c.fence {
+				testutil.RequireFUSE(t)
+				args = append(args, "--fence")
+			}
+			e, r := tohJSON(t, s.ws, nil, append(args, "-c", script)...)
+			want := "others: 1\nown: 55\n"
+			if !c.refused {
+				want = "others: 0\nstarter: 77\nown: 55\n"
+			}
+			if r.code != 0 || e.Stdout == nil || *e.Stdout != want {
+				t.Errorf("exit %d, stdout %v, want %q (stderr %q)", r.code, e.Stdout, want, r.stderr)
+			}
+		})
 	}
 }
 
