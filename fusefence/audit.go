@@ -18,7 +18,7 @@ import (
 // Event is one denial, one JSON line in the audit log.
 type Event struct {
 	Time time.Time `json:"time"` // RFC 3339 with nanoseconds
-	PID  uint32    `json:"pid"`  // the calling process as the kernel reported it (0: the kernel itself)
+	PID  uint32    `json:"pid"`  // the calling process (see [processOf]; 0: the kernel itself)
 	UID  uint32    `json:"uid"`
 	Op   string    `json:"op"`
 	// Path is mount-relative ("." is the mount root), the way the mirror names the

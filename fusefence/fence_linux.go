@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -498,7 +499,7 @@ func (f *fence) deny(ctx context.Context, s *snapshot, op, rel, hostPath, rule s
 		ev.Mode = string(s.x.Mode)
 	}
 	if c, ok := fuse.FromContext(ctx); ok {
-		ev.PID, ev.UID = c.Pid, c.Uid
+		ev.PID, ev.UID = processOf(c.Pid), c.Uid
 	}
 	if f.audit != nil {
 		f.audit.Log(ev)
@@ -511,6 +512,38 @@ func (f *fence) deny(ctx context.Context, s *snapshot, op, rel, hostPath, rule s
 	}
 	return syscall.EACCES
 }
+
+// processOf returns the process (thread group) of the thread tid. FUSE names the
+// calling thread, not its process: a denial from a second thread of a program would
+// otherwise be recorded under an id no "ps" lists (found by review). Read from
+// /proc/TID/status, which the kernel serves for any thread id, only for a denial;
+// a thread that is gone by then keeps its own id. Both are ids in the daemon's PID
+// namespace, the one the kernel reports in.
+func processOf(tid uint32) uint32 {
+	if tid == 0 || !procIsOurs() {
+		return tid
+	}
+	b, err := os.ReadFile("/proc/" + strconv.FormatUint(uint64(tid), 10) + "/status")
+	if err != nil {
+		return tid
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Tgid:"); ok {
+			if n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 32); err == nil && n != 0 {
+				return uint32(n)
+			}
+			break
+		}
+	}
+	return tid
+}
+
+// procIsOurs says whether /proc shows this process's PID namespace (/proc/self is
+// this process): in another one /proc/TID would name another process.
+var procIsOurs = sync.OnceValue(func() bool {
+	self, err := os.Readlink("/proc/self")
+	return err == nil && self == strconv.Itoa(os.Getpid())
+})
 
 // stable is the identity go-fuse keys inodes by. The device is mixed into the inode
 // number as go-fuse's loopback does, so a tree spanning mounts gets no collisions

@@ -3,6 +3,7 @@ package fusefence
 import (
 	"errors"
 	"os"
+	"runtime"
 	"testing"
 	"time"
 
@@ -150,4 +151,48 @@ func TestDenialOfNonUTF8Name(t *testing.T) {
 			t.Errorf("create %q: records %+v, want one with path %q, hostPath %q", name, recs, name, e.s(name))
 		}
 	}
+}
+
+// A denial names the calling process, not the thread: FUSE reports the thread, and
+// a refused write from a program's second thread was once recorded under the
+// thread's id. The write is made from a thread that is not the main one (its id is
+// not the process's); the record carries the process's id. Control: the thread's
+// id really differs, so the record could have carried it.
+func TestDenialNamesTheProcessNotTheThread(t *testing.T) {
+	e := newEnv(t, policy.ReadOnly)
+	type result struct {
+		tid int
+		err error
+	}
+	done := make(chan result)
+	hold := make(chan struct{})
+	defer close(hold)
+	// Each goroutine keeps its thread until the test ends, so the next one gets
+	// another; the first thread that is not the main one makes the write.
+	for range 8 {
+		go func() {
+			runtime.LockOSThread()
+			tid := unix.Gettid()
+			if tid == os.Getpid() {
+				done <- result{tid: tid}
+				<-hold
+				return
+			}
+			done <- result{tid: tid, err: os.WriteFile(e.m("from-a-thread"), nil, 0o644)}
+			<-hold
+		}()
+		r := <-done
+		if r.tid == os.Getpid() {
+			continue
+		}
+		if !errors.Is(r.err, unix.EACCES) {
+			t.Fatalf("create from thread %d: %v, want EACCES", r.tid, r.err)
+		}
+		recs := e.records()
+		if len(recs) != 1 || recs[0].PID != uint32(os.Getpid()) {
+			t.Fatalf("records %+v, want one with pid %d (the thread was %d)", recs, os.Getpid(), r.tid)
+		}
+		return
+	}
+	t.Fatal("no goroutine ran on a thread other than the main one")
 }
