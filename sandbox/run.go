@@ -149,6 +149,11 @@ type Stdio struct {
 	// leaves behind once the command exited (leftovers_linux.go). Run then makes
 	// the process a child subreaper, for good.
 	EndLeftovers bool
+	// Exited, when set, is called once the command was reaped (and its leftovers
+	// ended), before its output pipes are drained: toh-exec puts the user's
+	// terminal back there, since output the command stopped (tcflow TCOOFF) would
+	// block the draining of its stderr to that terminal for good.
+	Exited func()
 }
 
 // InterruptedError is a run stopped by a termination signal before its command
@@ -670,6 +675,9 @@ func spawn(path string, argv []string, dir string, env []string, stdio Stdio, ta
 		if lerr := endLeftovers(inherited); lerr != nil && stdio.Stderr != nil {
 			fmt.Fprintf(stdio.Stderr, "toh-exec: %v\n", lerr)
 		}
+	}
+	if stdio.Exited != nil {
+		stdio.Exited()
 	}
 	for _, p := range outs {
 		p.finish()

@@ -292,7 +292,9 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		onePForSpawn()
 	}
 	restoreTerminals := keepTerminals(stdin, stdout, stderr)
-	facts, err := sandbox.Run(conf, pol, cwd, env, out.stdio(stdin, catchSignals()))
+	stdio := out.stdio(stdin, catchSignals())
+	stdio.Exited = restoreTerminals
+	facts, err := sandbox.Run(conf, pol, cwd, env, stdio)
 	restoreTerminals()
 	// A verdict the command could have written is not left for later calls.
 	if ferr := chain.ForgetIfWritable(pol); ferr != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -16,6 +17,14 @@ import (
 // settings that differ are written, so a run that changed nothing costs one read
 // each; SIGTTOU is ignored first, so a toh-exec in the background is not stopped
 // by writing them.
+//
+// Output stopped with tcflow(TCOOFF) outlasts a run too, and no ioctl reads that
+// state back: every terminal's output is restarted (TCOON, a no-op where it runs),
+// which costs one more ioctl, two from the background. Stopped output also blocks
+// toh-exec's own writes to the terminal, the copy of the command's stderr included
+// (found by review: the run then hung until the user typed ^Q), so the caller puts
+// the terminals back as soon as the command has exited (sandbox.Stdio.Exited),
+// before that copy is drained, and again after the run; restore runs once.
 func keepTerminals(streams ...any) (restore func()) {
 	type saved struct {
 		fd          int
@@ -40,7 +49,7 @@ func keepTerminals(streams ...any) (restore func()) {
 		excl, _ := unix.IoctlGetInt(fd, unix.TIOCGEXCL)
 		kept = append(kept, saved{fd, tio, ldisc, excl})
 	}
-	return func() {
+	return sync.OnceFunc(func() {
 		ignored := false
 		ignore := func() {
 			if !ignored {
@@ -49,6 +58,12 @@ func keepTerminals(streams ...any) (restore func()) {
 			}
 		}
 		for _, k := range kept {
+			// tcflow, like tcsetattr, stops a process that is not in the
+			// terminal's foreground group with SIGTTOU.
+			if pg, err := unix.IoctlGetInt(k.fd, unix.TIOCGPGRP); err != nil || pg != unix.Getpgrp() {
+				ignore()
+			}
+			_ = unix.IoctlSetInt(k.fd, unix.TCXONC, unix.TCOON)
 			if ld, err := unix.IoctlGetInt(k.fd, unix.TIOCGETD); err == nil && ld != k.ldisc {
 				ignore()
 				_ = unix.IoctlSetPointerInt(k.fd, unix.TIOCSETD, k.ldisc)
@@ -63,5 +78,5 @@ func keepTerminals(streams ...any) (restore func()) {
 			ignore()
 			_ = unix.IoctlSetTermios(k.fd, unix.TCSETS, k.tio)
 		}
-	}
+	})
 }

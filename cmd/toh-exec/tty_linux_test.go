@@ -18,6 +18,7 @@ import (
 func init() {
 	subprocessRoles["tiocsti"] = tiocsti
 	subprocessRoles["tty-mess"] = ttyMess
+	subprocessRoles["tty-stop"] = ttyStop
 }
 
 // ttyMess changes what a command can change of the terminal on its stdin: echo and
@@ -36,6 +37,19 @@ func ttyMess() int {
 			fmt.Fprintln(os.Stderr, err)
 			return 3
 		}
+	}
+	return 0
+}
+
+// ttyStop stops the terminal's output (tcflow TCOOFF), then, with
+// TOH_TEST_WRITE set, writes a line to stderr.
+func ttyStop() int {
+	if err := unix.IoctlSetInt(0, unix.TCXONC, unix.TCOOFF); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	if os.Getenv("TOH_TEST_WRITE") != "" {
+		fmt.Fprintln(os.Stderr, "after-stop")
 	}
 	return 0
 }
@@ -277,6 +291,99 @@ func TestTerminalSettingsDoNotOutlastTheRun(t *testing.T) {
 		if kept := excl == 0; kept != c.kept {
 			t.Errorf("%q: left exclusive %v, want %v", c.args, !kept, !c.kept)
 		}
+		master.Close()
+		slave.Close()
+	}
+}
+
+// TestStoppedTerminalOutputDoesNotOutlastTheRun: a confined command that stops the
+// output of the terminal it was given (tcflow TCOOFF) and then writes to stderr does
+// not hang toh-exec (its copy of that stderr to the terminal blocked until the user
+// typed ^Q), and the user's terminal writes again after the run. Control: under
+// danger-full-access the output stays stopped (the helper then writes nothing, or
+// it would block itself), so the probe would see it.
+func TestStoppedTerminalOutputDoesNotOutlastTheRun(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newScratch(t)
+	for _, c := range []struct {
+		args    []string
+		started bool
+	}{
+		{[]string{"--runner", "bwrap"}, true},
+		{[]string{"--runner", "landlock"}, true},
+		{[]string{"--mode", "danger-full-access"}, false},
+	} {
+		if c.args[0] == "--runner" {
+			requireRung(t, c.args[1], 1)
+		}
+		master, slave := openPTY(t)
+		seen := make(chan string, 64)
+		go func() {
+			buf := make([]byte, 4096)
+			for {
+				n, err := master.Read(buf)
+				if err != nil {
+					close(seen)
+					return
+				}
+				seen <- string(buf[:n])
+			}
+		}()
+		cmd := exec.Command(tohExec, append(append([]string{"--policy", s.noPolicy}, c.args...), "--", self)...)
+		cmd.Dir = s.ws
+		cmd.Env = append(os.Environ(), "TOH_TEST_SUBPROCESS=tty-stop")
+		if c.started {
+			cmd.Env = append(cmd.Env, "TOH_TEST_WRITE=1")
+		}
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("%q: %v", c.args, err)
+			}
+		case <-time.After(20 * time.Second):
+			cmd.Process.Kill()
+			<-done
+			unix.IoctlSetInt(int(slave.Fd()), unix.TCXONC, unix.TCOON)
+			t.Errorf("%q: toh-exec hung behind the stopped output", c.args)
+		}
+		// The terminal writes again: a probe written now reaches the other side.
+		wrote := make(chan struct{})
+		go func() {
+			slave.Write([]byte("probe\n"))
+			close(wrote)
+		}()
+		var out strings.Builder
+		deadline := time.After(3 * time.Second)
+	read:
+		for !strings.Contains(out.String(), "probe") {
+			select {
+			case b, ok := <-seen:
+				if !ok {
+					break read
+				}
+				out.WriteString(b)
+			case <-deadline:
+				break read
+			}
+		}
+		restarted := strings.Contains(out.String(), "probe")
+		if restarted != c.started {
+			t.Errorf("%q: output restarted %v, want %v (read %q)", c.args, restarted, c.started, out.String())
+		}
+		if c.started && !strings.Contains(out.String(), "after-stop") {
+			t.Errorf("%q: the command's stderr never reached the terminal: %q", c.args, out.String())
+		}
+		unix.IoctlSetInt(int(slave.Fd()), unix.TCXONC, unix.TCOON)
+		<-wrote
 		master.Close()
 		slave.Close()
 	}
