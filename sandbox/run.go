@@ -166,6 +166,22 @@ func (e *InterruptedError) Error() string {
 	return fmt.Sprintf("interrupted by %v before the command started", e.Signal)
 }
 
+// FenceLostError is a fenced run whose fence process ended without its report
+// (killed, or crashed) after the stage was ready. The command may have run, confined
+// by the backend as ever (the fenced roots fail every operation once the fence is
+// gone); what it did and was refused is not known. It is not a runner failure:
+// that says the command never ran, and SANDBOX_UNAVAILABLE's text advises running
+// it unconfined, which a command that could end the fence would then have earned
+// (found by review, with a command that set its fence's CPU limit).
+type FenceLostError struct {
+	Mode   policy.Mode
+	Detail string
+}
+
+func (e *FenceLostError) Error() string {
+	return fmt.Sprintf("%s: the command may have run, confined under %s mode, and what the fence refused it is not known; nothing ran unconfined", e.Detail, e.Mode)
+}
+
 // SpawnError is a failure to start the argv for a reason that is not the runner's
 // (for example an unusable working directory). The command did not run.
 type SpawnError struct {
@@ -387,6 +403,9 @@ func Run(c Confined, pol policy.Execution, dir string, env []string, stdio Stdio
 		facts.Signaled, facts.Signal = true, sig
 	} else {
 		facts.ExitCode = code
+	}
+	if facts.Fence != nil && facts.Fence.Lost {
+		return facts, &FenceLostError{Mode: pol.Mode, Detail: stageFailure}
 	}
 	if stageFailure != "" {
 		facts.RunnerFailed = true

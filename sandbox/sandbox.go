@@ -274,6 +274,10 @@ type FenceFacts struct {
 	Denials []Denial
 	// Dropped counts denials beyond the retained ones.
 	Dropped int
+	// Lost: the fence's process ended, after the stage was ready, without its
+	// report. Whether the command ran, and what it was refused, is not known; Run
+	// then returns a *FenceLostError, never a claim that the command did not run.
+	Lost bool
 }
 
 // Denial is one refused mutation, as the fence judged it.

@@ -312,6 +312,10 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		if errors.As(err, &spawnErr) {
 			return out.fail(exitCannotStart, "CANNOT_START", err)
 		}
+		var lost *sandbox.FenceLostError
+		if errors.As(err, &lost) {
+			return out.fail(exitFenceLost, "FENCE_LOST", err)
+		}
 		if facts.RunnerFailed {
 			chain.DropCache()
 			out.facts = &facts

@@ -15,7 +15,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -320,4 +322,65 @@ func TestFenceAttackEverySignalDeathPassesThrough(t *testing.T) {
 			t.Errorf("SIG%s: unfenced %s, fenced %s", sig, got[0], got[1])
 		}
 	}
+}
+
+// A fence process that ends without its report once the command could have started
+// (killed here from outside; a command once did it by setting its CPU limit) is
+// FENCE_LOST (119): the command may have run, confined. Never SANDBOX_UNAVAILABLE,
+// which says the command did not run and advises running it unconfined. The
+// command's marker proves it ran; its sleep proves the fence died first.
+func TestFenceLostIsNeverReportedAsNotRun(t *testing.T) {
+	for _, runner := range runners(t) {
+		t.Run(runner, func(t *testing.T) {
+			s := newFenceScratch(t)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, tohExec, "--json", "--policy", s.noPolicy, "--runner", runner, "--mode", "workspace-write",
+				"--probe-cache", s.cache, "--fence", "-c", "echo x > started; sleep 30")
+			cmd.Dir = s.ws
+			var stdout strings.Builder
+			cmd.Stdout = &stdout
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "the command to start", func() bool {
+				_, err := os.Stat(filepath.Join(s.ws, "started"))
+				return err == nil
+			})
+			host := childWithArg(cmd.Process.Pid, fencerun.HostArg)
+			if host == 0 {
+				cmd.Process.Kill()
+				cmd.Wait()
+				t.Fatal("no fence host among toh-exec's children")
+			}
+			syscall.Kill(host, syscall.SIGKILL)
+			cmd.Wait()
+			var e fenceEnvelope
+			if err := json.Unmarshal([]byte(stdout.String()), &e); err != nil {
+				t.Fatalf("--json output: %v\n%s", err, stdout.String())
+			}
+			if code := cmd.ProcessState.ExitCode(); code != exitFenceLost || e.Error == nil || e.Error.Code != "FENCE_LOST" ||
+				!strings.Contains(e.Error.Message, "may have run") || strings.Contains(e.Stderr, "danger-full-access") {
+				t.Fatalf("exit %d, error %+v, stderr %q; want FENCE_LOST", code, e.Error, e.Stderr)
+			}
+			present(t, filepath.Join(s.ws, "started"), "x\n")
+			s.checkCanary(t)
+		})
+	}
+}
+
+// childWithArg returns a child of pid whose argv[1] is arg, or 0.
+func childWithArg(pid int, arg string) int {
+	ents, _ := os.ReadDir("/proc")
+	for _, ent := range ents {
+		p, err := strconv.Atoi(ent.Name())
+		if err != nil || ppid(p) != pid {
+			continue
+		}
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p))
+		if args := strings.Split(string(b), "\x00"); len(args) > 1 && args[1] == arg {
+			return p
+		}
+	}
+	return 0
 }

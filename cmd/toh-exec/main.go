@@ -19,6 +19,7 @@ const (
 	exitPolicy       = 120 // policy file malformed or invalid, unknown session
 	exitEscalation   = 121 // escalation invalid, rejected, cancelled or unavailable
 	exitEnforcement  = 122 // --require-full and the run would be partial
+	exitFenceLost    = 119 // FENCE_LOST: the fence process ended mid-run; the command may have run
 	exitUnavailable  = 123 // SANDBOX_UNAVAILABLE: no backend, or the runner failed
 	exitCannotStart  = 124 // the command could not be started (working directory, I/O, protected paths, its own exec in the sandbox)
 	exitNotFound     = 127 // the command was not found (checked before confining)
@@ -144,6 +145,9 @@ and, when a wider mode could be requested, the escalation hint.
 Exit status:
   the command's own status, or 128+N when it died of signal N
   2    usage error (bad flag, unknown mode, no command)
+  119  FENCE_LOST (--fence): the fence process ended without its report after
+       the command could have started; it may have run, confined, and what it
+       was refused is not known
   120  the policy file is malformed or invalid, or the session is unknown
   121  escalation invalid, not wider, rejected, cancelled or unavailable; nothing ran
   122  --require-full and the backend would enforce only partially

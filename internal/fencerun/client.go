@@ -136,8 +136,9 @@ func (c *Client) Started() error {
 }
 
 // Finished reads the host's report. A host that ended without one (killed, or
-// crashed: its mounts then failed every operation with ENOTCONN) makes the run a
-// runner failure, since nothing can be said about what it refused.
+// crashed: its mounts then failed every operation with ENOTCONN) is Lost: nothing
+// can be said about what it refused, nor whether the command ran
+// (sandbox.FenceLostError).
 func (c *Client) Finished() (*sandbox.FenceFacts, string) {
 	if c.w != nil {
 		c.w.Close()
@@ -158,6 +159,7 @@ func (c *Client) Finished() (*sandbox.FenceFacts, string) {
 	}
 	var rep Report
 	if err := json.Unmarshal(rest, &rep); err != nil {
+		facts.Lost = true
 		return facts, fmt.Sprintf("toh-exec: fence: %s ended without reporting the run's denials", hostBinary)
 	}
 	if rep.Denials != nil {
