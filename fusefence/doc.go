@@ -223,8 +223,12 @@
 //     denied (rule ioctl): FS_IOC_SETFLAGS, FICLONE and the rest change things the
 //     fence cannot judge.
 //   - O_TMPFILE is not supported (EOPNOTSUPP); callers fall back to named files.
-//   - Entries the fence creates as root are given to the caller (uid, and gid unless
-//     the parent is set-group-ID), as a local file system would.
+//   - Entries the fence creates as root belong to the caller (uid, and gid unless
+//     the parent is set-group-ID), as on a local file system: a file is given to
+//     the caller through the descriptor of its create; a directory, node or symlink
+//     is made with the caller's file-system ids from the start (never chowned by
+//     name afterwards, which a rename on the host could have pointed at a file
+//     outside every root).
 //
 // # Audit log
 //

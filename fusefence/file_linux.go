@@ -137,7 +137,7 @@ func (f *fence) openForWrite(ctx context.Context, s *snapshot, op, rel string, f
 		return nil, st, 0, errno
 	}
 	if created {
-		g.chownNew(dirFd, base)
+		g.chownNew(fd, &st)
 	}
 	if flags&unix.O_TRUNC != 0 && f.openKills(ctx) {
 		var now unix.Stat_t
@@ -236,7 +236,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	if err != nil {
 		return nil, nil, 0, toErrno(err)
 	}
-	g.chownNew(dirFd, base)
+	g.chownNew(fd, nil)
 	g.touched()
 	var st unix.Stat_t
 	gen, err := statxFd(fd, &st)

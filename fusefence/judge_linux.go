@@ -3,8 +3,10 @@ package fusefence
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log"
 	"path"
+	"runtime"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -347,26 +349,103 @@ func (f *fence) ownRights(ctx context.Context) bool {
 	return ok && (c.Uid == 0 || c.Uid == f.euid)
 }
 
-// chownNew gives an entry the fence created as root to the caller, as a local file
-// system would; in a set-group-ID directory the group stays the directory's.
-func (g *grant) chownNew(dirFd int, name string) {
+// newOwner is who an entry the fence creates must belong to when the daemon runs as
+// root: the caller, as on a local file system. ok is false when nothing changes
+// (the daemon is not root, the caller is root:root, or unknown).
+func (g *grant) newOwner() (uid, gid int, ok bool) {
 	if !g.f.asRoot() {
-		return
+		return 0, 0, false
 	}
-	c, ok := fuse.FromContext(g.ctx)
+	c, found := fuse.FromContext(g.ctx)
+	if !found || (c.Uid == 0 && c.Gid == 0) {
+		return 0, 0, false
+	}
+	return int(c.Uid), int(c.Gid), true
+}
+
+// chownNew gives a regular file the fence created as root, open at fd, to the
+// caller; in a set-group-ID directory the group stays the directory's. Through the
+// descriptor of the create: a chown by name once gave the caller whatever had been
+// swapped in at that name since (see createAsCaller).
+func (g *grant) chownNew(fd int, st *unix.Stat_t) {
+	uid, gid, ok := g.newOwner()
 	if !ok {
 		return
 	}
-	gid := int(c.Gid)
 	if g.parentMode&unix.S_ISGID != 0 {
 		gid = -1
 	}
-	if c.Uid == 0 && (gid == 0 || gid == -1) {
+	if err := unix.Fchown(fd, uid, gid); err != nil {
+		g.f.logf("chown of new entry %q to the caller: %v", g.rel, err)
 		return
 	}
-	if err := unix.Fchownat(dirFd, name, int(c.Uid), gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		g.f.logf("chown of new entry %q to the caller: %v", g.rel, err)
+	if st != nil {
+		st.Uid = uint32(uid)
+		if gid >= 0 {
+			st.Gid = uint32(gid)
+		}
 	}
+}
+
+// createAsCaller runs create, which creates a directory, node or symlink by name,
+// so that the entry belongs to the caller from its first instant: as root, on a
+// thread of its own whose file-system uid and gid are the caller's (a set-group-ID
+// directory still gives its group, as the kernel does for anyone). The fence made
+// such entries as root and gave them to the caller with a chown by name: a caller
+// who could also rename in the host directory swapped a root-owned file from
+// outside every root in at that name between the two calls (RENAME_EXCHANGE), and
+// the chown gave it to the caller (found by review; a file create chowns its own
+// descriptor instead, chownNew). A nonzero file-system uid drops the file-system
+// capabilities from the thread's effective set; they are raised again from the
+// permitted set for the create, since the fence, not the host's modes, decides
+// what may be made, as before. The thread's ids and capabilities are put back
+// afterwards; if that cannot be confirmed, the thread is not handed back to the
+// runtime and ends with its goroutine.
+func (g *grant) createAsCaller(create func() error) error {
+	uid, gid, ok := g.newOwner()
+	if !ok {
+		return create()
+	}
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		err, clean := withFSIDs(uid, gid, create)
+		if clean {
+			runtime.UnlockOSThread()
+		}
+		done <- err
+	}()
+	return <-done
+}
+
+// withFSIDs runs fn on the locked calling thread with file-system ids uid and gid
+// and the effective capabilities raised to the permitted set, then puts back what
+// the thread had. clean reports that it did.
+func withFSIDs(uid, gid int, fn func() error) (err error, clean bool) {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var saved [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &saved[0]); err != nil {
+		return fmt.Errorf("reading the thread's capabilities: %w", err), true
+	}
+	prevGID, _ := unix.SetfsgidRetGid(gid)
+	prevUID, _ := unix.SetfsuidRetUid(uid)
+	raised := saved
+	for i := range raised {
+		raised[i].Effective = raised[i].Permitted
+	}
+	if cerr := unix.Capset(&hdr, &raised[0]); cerr != nil {
+		err = fmt.Errorf("raising the thread's capabilities: %w", cerr)
+	} else if cur, _ := unix.SetfsuidRetUid(-1); cur != uid {
+		err = syscall.EPERM // the ids did not change: nothing is made as root
+	} else {
+		err = fn()
+	}
+	unix.SetfsuidRetUid(prevUID)
+	unix.SetfsgidRetGid(prevGID)
+	cerr := unix.Capset(&hdr, &saved[0])
+	curUID, _ := unix.SetfsuidRetUid(-1)
+	curGID, _ := unix.SetfsgidRetGid(-1)
+	return err, cerr == nil && curUID == prevUID && curGID == prevGID
 }
 
 // toErrno maps an error to the errno FUSE returns: the errno it wraps, else EIO.

@@ -28,10 +28,9 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 		return nil, errno
 	}
 	defer unix.Close(dirFd)
-	if err := unix.Mkdirat(dirFd, base, mode&0o7777); err != nil {
+	if err := g.createAsCaller(func() error { return unix.Mkdirat(dirFd, base, mode&0o7777) }); err != nil {
 		return nil, toErrno(err)
 	}
-	g.chownNew(dirFd, base)
 	g.touched()
 	return n.newEntry(ctx, dirFd, base, out)
 }
@@ -61,10 +60,9 @@ func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 		return nil, errno
 	}
 	defer unix.Close(dirFd)
-	if err := unix.Mknodat(dirFd, base, mode, int(dev)); err != nil {
+	if err := g.createAsCaller(func() error { return unix.Mknodat(dirFd, base, mode, int(dev)) }); err != nil {
 		return nil, toErrno(err)
 	}
-	g.chownNew(dirFd, base)
 	g.touched()
 	return n.newEntry(ctx, dirFd, base, out)
 }
@@ -88,10 +86,9 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 		return nil, errno
 	}
 	defer unix.Close(dirFd)
-	if err := unix.Symlinkat(target, dirFd, base); err != nil {
+	if err := g.createAsCaller(func() error { return unix.Symlinkat(target, dirFd, base) }); err != nil {
 		return nil, toErrno(err)
 	}
-	g.chownNew(dirFd, base)
 	g.touched()
 	child, errno := n.newEntry(ctx, dirFd, base, out)
 	if errno == 0 && !SafeLinkText(target, depthOf(n.rel())) {

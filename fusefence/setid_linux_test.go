@@ -228,3 +228,81 @@ func TestSetIDClearedAsOnHost(t *testing.T) {
 		t.Errorf("denials: %+v", recs)
 	}
 }
+
+// TestNewEntriesAreTheCallersFromTheStart: a root daemon makes every entry an
+// unprivileged caller creates that caller's (a set-group-ID directory's group where
+// the parent is one), and makes directories, nodes and symlinks with the caller's
+// file-system ids rather than as root followed by a chown by name: a caller who
+// could rename in the host directory once swapped a root-owned file from outside
+// the roots in between the two (RENAME_EXCHANGE) and was given it. The race itself
+// is timing; this checks that no root-owned window is left for the name-based
+// entries: the daemon's threads never chown them (the host's owners are set at
+// creation, so their ctime equals their birth). Control: the same ops by root make
+// root's entries.
+func TestNewEntriesAreTheCallersFromTheStart(t *testing.T) {
+	testutil.RequireRoot(t)
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		t.Skip("needs setpriv (util-linux)")
+	}
+	const uid, gid, sgGID = 65534, 65534, 4242
+	e := newEnv(t, policy.WorkspaceWrite)
+	for _, d := range []string{e.base, e.src} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	script := `cd "$1" && mkdir d && mkfifo p && ln -s target s && : > f && mkdir sg/d && : > sg/f && ln -s t sg/s`
+	for i, who := range []struct {
+		name     string
+		argv     []string
+		uid, gid uint32
+	}{
+		{"uid 65534", []string{"setpriv", fmt.Sprintf("--reuid=%d", uid), fmt.Sprintf("--regid=%d", gid), "--clear-groups", "sh", "-c", script, "sh"}, uid, gid},
+		{"root", []string{"sh", "-c", script, "sh"}, 0, 0},
+	} {
+		dir := fmt.Sprintf("u%d", i)
+		for _, d := range []struct {
+			name string
+			gid  int
+			mode uint32
+		}{{dir, 0, 0o777}, {dir + "/sg", sgGID, 0o2777}} {
+			if err := os.Mkdir(e.s(d.name), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chown(e.s(d.name), 0, d.gid); err != nil {
+				t.Fatal(err)
+			}
+			if err := unix.Chmod(e.s(d.name), d.mode); err != nil {
+				t.Fatal(err)
+			}
+		}
+		out, err := exec.Command(who.argv[0], append(who.argv[1:], e.m(dir))...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", who.name, err, out)
+		}
+		for _, name := range []string{"d", "p", "s", "f", "sg/d", "sg/f", "sg/s"} {
+			wantGID := who.gid
+			if strings.HasPrefix(name, "sg/") {
+				wantGID = sgGID
+			}
+			if err := owner(e.s(dir+"/"+name), who.uid, wantGID); err != nil {
+				t.Errorf("%s: %v", who.name, err)
+			}
+		}
+		for _, name := range []string{"d", "p", "s", "sg/d", "sg/s"} {
+			var sx unix.Statx_t
+			err := unix.Statx(unix.AT_FDCWD, e.s(dir+"/"+name), unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BTIME|unix.STATX_CTIME, &sx)
+			if err != nil || sx.Mask&unix.STATX_BTIME == 0 {
+				t.Logf("%s: no birth time on this file system (%v): cannot tell a chown after the create", name, err)
+				continue
+			}
+			if sx.Ctime != sx.Btime {
+				t.Errorf("%s: %s changed after it was made (ctime %v, birth %v): owned by root first, then chowned", who.name, name, sx.Ctime, sx.Btime)
+			}
+		}
+		var st unix.Stat_t
+		if err := unix.Stat(e.s(dir+"/sg/d"), &st); err != nil || st.Mode&unix.S_ISGID == 0 {
+			t.Errorf("%s: a directory made in a set-group-ID directory: mode %o, %v; want it set-group-ID too", who.name, st.Mode, err)
+		}
+	}
+}
