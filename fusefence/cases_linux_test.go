@@ -180,9 +180,9 @@ var fenceCases = []fenceCase{
 	// F is not a plain file of D.
 	{name: "outside file hard-linked in", tree: []string{"dir src/a", "hardlink src/a/f -> outside/canary"},
 		dir: "a", file: "a/f", fileHost: "outside/canary",
-		v: verdict{content: RuleMultiplyLinked, create: RuleMultiplyLinked}},
+		v: verdict{link: RuleMultiplyLinked, content: RuleMultiplyLinked, create: RuleMultiplyLinked}},
 	{name: "file hard-linked inside the root", tree: []string{"file src/a/f hello", "hardlink src/a/g -> src/a/f"},
-		dir: "a", file: "a/f", v: verdict{content: RuleMultiplyLinked, create: RuleMultiplyLinked}},
+		dir: "a", file: "a/f", v: verdict{link: RuleMultiplyLinked, content: RuleMultiplyLinked, create: RuleMultiplyLinked}},
 	{name: "absolute link to an outside file", tree: []string{"dir src/a", "file outside/t hello", "link src/a/f -> $BASE/outside/t"},
 		dir: "a", file: "a/f", fileHost: "outside/t",
 		v: verdict{link: RuleOutside, content: RuleOutside, create: RuleOutside}},

@@ -28,8 +28,9 @@ import (
 // counts, contents, symlink targets and xattrs.
 //
 // The one intended difference: a content or metadata change of a file with more
-// than one link is denied by the fence (rule multiply-linked); such an operation
-// must fail with EACCES through the mount and is not applied to the twin.
+// than one link, or a new link to it, is denied by the fence (rule
+// multiply-linked); such an operation must fail with EACCES through the mount and
+// is not applied to the twin.
 //
 // TOH_DIFF_SEED=N replays one sequence; the seed is printed on failure.
 // TOH_STRESS (see stressTime) runs new seeds of 5000 operations for that long.
@@ -289,7 +290,14 @@ func genDiffOp(r *rand.Rand, twin string, ents []dent) diffOp {
 			return genDiffOp(r, twin, ents)
 		}
 		from, to := pick(files), name()
-		return diffOp{desc: fmt.Sprintf("link %s %s", from, to), do: func(root string) error {
+		// A source with other names is refused too (its link count is no one's to
+		// change through the mount), unless the new name exists: the kernel
+		// answers EEXIST before the fence is asked.
+		onto := from
+		if _, err := os.Lstat(j(twin, to)); err == nil {
+			onto = ""
+		}
+		return diffOp{desc: fmt.Sprintf("link %s %s", from, to), onto: onto, do: func(root string) error {
 			return unix.Link(j(root, from), j(root, to))
 		}}
 	case 11:

@@ -169,7 +169,11 @@
 //     unlink and rename of such a file are allowed: they change names, not the file.
 //     Such a file is one inode to the kernel, judged under the name it was last
 //     looked up by: a change of its content is denied under any name, as
-//     multiply-linked inside a root and as outside-writable-roots outside.
+//     multiply-linked inside a root and as outside-writable-roots outside. For the
+//     same reason a new link to it is denied (multiply-linked): judged at a name
+//     inside a root, a link to a file whose other name lies outside changed that
+//     outside file's link count and ctime (found by review). A denial's path is
+//     that last-looked-up name, which may not be the one the caller used.
 //   - Passthrough writers. A write-only open that creates its file (the kernel's
 //     CREATE, O_EXCL on the host: tar, cp, compilers, dd to a new name) is
 //     answered, where passthrough is available and no other file of the inode is

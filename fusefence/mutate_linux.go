@@ -101,8 +101,9 @@ var _ = (fs.NodeLinker)((*node)(nil))
 
 // Link judges both ends. The source is what the source node leads to (a symlink
 // node is linked itself, as link(2) does): it must lie in a writable root, or a
-// hard link would carry an outside file in where it could be written, and must not
-// be protected (its link count and ctime change). The new name is a carrier.
+// hard link would carry an outside file in where it could be written, must not be
+// protected (its link count and ctime change), and must have no other name yet
+// (rule multiply-linked, below). The new name is a carrier.
 func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	src, ok := target.(*node)
 	if !ok {
@@ -145,6 +146,15 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	}
 	if !src.isNode(&sst, 0) {
 		return nil, syscall.ESTALE
+	}
+	// A source that already has other names is judged at one of them: the node's
+	// name is whichever was looked up last, and another may lie outside every
+	// root (a host link "ws/hl" to "out/canary" let "ln out/canary ws/c2" through,
+	// judged at ws/hl; found by review). Its content is safe (multiply-linked
+	// files are never written), but its link count and ctime are not the
+	// command's to change, so such a source is refused like a write to it.
+	if errno := gs.singleLink(&sst); errno != 0 {
+		return nil, errno
 	}
 	dDir, dBase, errno := gd.parent()
 	if errno != 0 {
