@@ -27,6 +27,20 @@ type handle struct {
 	// descriptor stays bound to the inode it opened, so it cannot be redirected.
 	target string
 	gen    atomic.Uint64 // protSet.ver of the last judgement: changes with the policy generation and the protected set
+	// opener is who opened the handle: a write the kernel sends back from the page
+	// cache (a shared writable mapping's msync, writeback) carries PID 0 and UID 0,
+	// and a denial of it is recorded under the opener instead of as root's (found
+	// by review).
+	opener *fuse.Caller
+}
+
+// openerOf is the caller of ctx, kept for a handle's later denials.
+func openerOf(ctx context.Context) *fuse.Caller {
+	if c, ok := fuse.FromContext(ctx); ok {
+		cc := *c
+		return &cc
+	}
+	return nil
 }
 
 // writeFlags are the open(2) flags that mean "may change the file".
@@ -166,7 +180,7 @@ func (f *fence) openForWrite(ctx context.Context, s *snapshot, op, rel string, f
 	if created || flags&unix.O_TRUNC != 0 {
 		g.touched()
 	}
-	h = &handle{fd: fd, writable: flags&unix.O_ACCMODE != unix.O_RDONLY, target: g.target}
+	h = &handle{fd: fd, writable: flags&unix.O_ACCMODE != unix.O_RDONLY, target: g.target, opener: openerOf(ctx)}
 	h.gen.Store(g.protVer)
 	return h, st, gen, 0
 }
@@ -244,7 +258,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		unix.Close(fd)
 		return nil, nil, 0, toErrno(err)
 	}
-	h := &handle{fd: fd, writable: flags&unix.O_ACCMODE != unix.O_RDONLY, target: g.target}
+	h := &handle{fd: fd, writable: flags&unix.O_ACCMODE != unix.O_RDONLY, target: g.target, opener: openerOf(ctx)}
 	h.gen.Store(g.protVer)
 	out.Attr.FromStat(sysStat(&st))
 	child := n.NewInode(ctx, &node{f: n.f}, n.f.stable(&st, gen))
@@ -260,6 +274,9 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 func (f *fence) recheck(ctx context.Context, h *handle, op, rel string) syscall.Errno {
 	if !h.writable {
 		return syscall.EBADF
+	}
+	if c, ok := fuse.FromContext(ctx); h.opener != nil && (!ok || c.Pid == 0) {
+		ctx = fuse.NewContext(ctx, h.opener)
 	}
 	s := f.acquire()
 	defer s.release()

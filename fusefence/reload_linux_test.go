@@ -115,3 +115,42 @@ func errWant(errs ...error) error {
 	}
 	return nil
 }
+
+// A write the kernel sends back from the page cache (msync of a shared writable
+// mapping) carries PID 0; refused after a switch to read-only, it is recorded under
+// the process that opened the file, not as the kernel's (found by review). The
+// write is refused (the file keeps its content) either way.
+func TestWritebackDenialNamesTheOpener(t *testing.T) {
+	e := newEnv(t, policy.WorkspaceWrite, baseTree...)
+	w, err := os.OpenFile(e.m("f"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	m, err := unix.Mmap(int(w.Fd()), 0, 5, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		t.Skipf("no shared writable mapping on this mount (%v)", err)
+	}
+	defer unix.Munmap(m)
+	e.records()
+	if err := policy.SetMode(e.policy, "", policy.ReadOnly); err != nil {
+		t.Fatal(err)
+	}
+	copy(m, "MMAPX")
+	unix.Msync(m, unix.MS_SYNC)
+	if err := want(e.s("f"), unix.S_IFREG|0o644, "hello"); err != nil {
+		t.Error(err)
+	}
+	var found bool
+	for _, r := range e.records() {
+		if r.Op == "write" && r.Path == "f" {
+			found = true
+			if r.PID != uint32(os.Getpid()) || r.UID != uint32(os.Getuid()) {
+				t.Errorf("writeback denial recorded as pid %d uid %d, want the opener %d/%d", r.PID, r.UID, os.Getpid(), os.Getuid())
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no record of the refused writeback")
+	}
+}
