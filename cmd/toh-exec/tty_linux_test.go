@@ -226,6 +226,25 @@ func TestConfinedCommandCannotOpenOtherTerminals(t *testing.T) {
 	}
 }
 
+// terminalRun is one run of the terminal tests: a rung (confined: toh-exec puts the
+// terminal back) or the unconfined control (it does not).
+type terminalRun struct {
+	args     []string
+	confined bool
+}
+
+// terminalRuns are both rungs and the control; a rung this host lacks skips the test.
+func terminalRuns(t *testing.T) []terminalRun {
+	t.Helper()
+	requireRung(t, "bwrap", 1)
+	requireRung(t, "landlock", 1)
+	return []terminalRun{
+		{[]string{"--runner", "bwrap"}, true},
+		{[]string{"--runner", "landlock"}, true},
+		{[]string{"--mode", "danger-full-access"}, false},
+	}
+}
+
 // TestTerminalSettingsDoNotOutlastTheRun: a confined command that changes the
 // settings of the terminal it was given (echo and canonical mode off, the N_NULL
 // line discipline, exclusive mode) does not leave them so for the user's shell.
@@ -236,17 +255,7 @@ func TestTerminalSettingsDoNotOutlastTheRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := newScratch(t)
-	for _, c := range []struct {
-		args []string
-		kept bool
-	}{
-		{[]string{"--runner", "bwrap"}, true},
-		{[]string{"--runner", "landlock"}, true},
-		{[]string{"--mode", "danger-full-access"}, false},
-	} {
-		if c.args[0] == "--runner" {
-			requireRung(t, c.args[1], 1)
-		}
+	for _, c := range terminalRuns(t) {
 		master, slave := openPTY(t)
 		go func() {
 			buf := make([]byte, 4096)
@@ -282,14 +291,14 @@ func TestTerminalSettingsDoNotOutlastTheRun(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%q: %v", c.args, err)
 		}
-		if kept := *after == *before; kept != c.kept {
-			t.Errorf("%q: settings kept %v, want %v (lflag %#x -> %#x)", c.args, kept, c.kept, before.Lflag, after.Lflag)
+		if kept := *after == *before; kept != c.confined {
+			t.Errorf("%q: settings kept %v, want %v (lflag %#x -> %#x)", c.args, kept, c.confined, before.Lflag, after.Lflag)
 		}
-		if kept := ldiscAfter == ldisc; kept != c.kept {
-			t.Errorf("%q: line discipline kept %v, want %v (%d -> %d)", c.args, kept, c.kept, ldisc, ldiscAfter)
+		if kept := ldiscAfter == ldisc; kept != c.confined {
+			t.Errorf("%q: line discipline kept %v, want %v (%d -> %d)", c.args, kept, c.confined, ldisc, ldiscAfter)
 		}
-		if kept := excl == 0; kept != c.kept {
-			t.Errorf("%q: left exclusive %v, want %v", c.args, !kept, !c.kept)
+		if kept := excl == 0; kept != c.confined {
+			t.Errorf("%q: left exclusive %v, want %v", c.args, !kept, !c.confined)
 		}
 		master.Close()
 		slave.Close()
@@ -308,17 +317,7 @@ func TestStoppedTerminalOutputDoesNotOutlastTheRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := newScratch(t)
-	for _, c := range []struct {
-		args    []string
-		started bool
-	}{
-		{[]string{"--runner", "bwrap"}, true},
-		{[]string{"--runner", "landlock"}, true},
-		{[]string{"--mode", "danger-full-access"}, false},
-	} {
-		if c.args[0] == "--runner" {
-			requireRung(t, c.args[1], 1)
-		}
+	for _, c := range terminalRuns(t) {
 		master, slave := openPTY(t)
 		seen := make(chan string, 64)
 		go func() {
@@ -335,7 +334,7 @@ func TestStoppedTerminalOutputDoesNotOutlastTheRun(t *testing.T) {
 		cmd := exec.Command(tohExec, append(append([]string{"--policy", s.noPolicy}, c.args...), "--", self)...)
 		cmd.Dir = s.ws
 		cmd.Env = append(os.Environ(), "TOH_TEST_SUBPROCESS=tty-stop")
-		if c.started {
+		if c.confined {
 			cmd.Env = append(cmd.Env, "TOH_TEST_WRITE=1")
 		}
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
@@ -376,10 +375,10 @@ func TestStoppedTerminalOutputDoesNotOutlastTheRun(t *testing.T) {
 			}
 		}
 		restarted := strings.Contains(out.String(), "probe")
-		if restarted != c.started {
-			t.Errorf("%q: output restarted %v, want %v (read %q)", c.args, restarted, c.started, out.String())
+		if restarted != c.confined {
+			t.Errorf("%q: output restarted %v, want %v (read %q)", c.args, restarted, c.confined, out.String())
 		}
-		if c.started && !strings.Contains(out.String(), "after-stop") {
+		if c.confined && !strings.Contains(out.String(), "after-stop") {
 			t.Errorf("%q: the command's stderr never reached the terminal: %q", c.args, out.String())
 		}
 		unix.IoctlSetInt(int(slave.Fd()), unix.TCXONC, unix.TCOON)
