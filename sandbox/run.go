@@ -179,7 +179,9 @@ type FenceLostError struct {
 }
 
 func (e *FenceLostError) Error() string {
-	return fmt.Sprintf("%s: the command may have run, confined under %s mode, and what the fence refused it is not known; nothing ran unconfined", e.Detail, e.Mode)
+	// The detail is the stage's line, "toh-exec: fence: ..."; toh-exec prefixes its
+	// own errors itself.
+	return fmt.Sprintf("%s: the command may have run, confined under %s mode, and what the fence refused it is not known; nothing ran unconfined", strings.TrimPrefix(e.Detail, "toh-exec: "), e.Mode)
 }
 
 // SpawnError is a failure to start the argv for a reason that is not the runner's
