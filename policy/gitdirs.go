@@ -346,14 +346,36 @@ func configLookup(s, section, key string) (value string, found, parsed bool) {
 				i++
 			}
 		case c == '[':
-			end := strings.IndexByte(s[i:], ']')
-			if end < 0 {
+			// [name], [name "subsection"] (quotes and backslashes escaped inside),
+			// or the old [name.subsection]; only a plain [name] is the section.
+			i++
+			start := i
+			for i < len(s) && s[i] != ']' && s[i] != ' ' && s[i] != '\t' && s[i] != '\n' {
+				i++
+			}
+			name := s[start:i]
+			sub := false
+			for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
+				i++
+			}
+			if i < len(s) && s[i] == '"' {
+				sub = true
+				for i++; i < len(s) && s[i] != '"'; i++ {
+					if s[i] == '\n' {
+						return "", false, false
+					}
+					if s[i] == '\\' {
+						i++
+					}
+				}
+				i++ // the closing quote
+			}
+			if i >= len(s) || s[i] != ']' {
 				return "", false, false
 			}
-			name := s[i+1 : i+end]
-			i += end + 1
+			i++
 			cur = ""
-			if !strings.ContainsAny(name, " \t\"\n") && !strings.Contains(name, ".") {
+			if !sub && !strings.Contains(name, ".") {
 				cur = strings.ToLower(name)
 			}
 		case isAlpha(c):

@@ -267,6 +267,9 @@ func TestConfigValueMatchesGit(t *testing.T) {
 		"[core]\nworktree\n",
 		"[core]\nworktree =\n",
 		"[core]\r\nworktree = crlf\r\n",
+		"[core \"a]b\"]\nworktree = sub\n[core]\nworktree = after-odd-subsection\n",
+		"[core \"a\\\"b\"]\nworktree = sub\n[core]\nworktree = after-escaped-quote\n",
+		"[core]\nworktree = kept\n[core \"x\"]\nworktree = sub-only\n",
 	} {
 		f := filepath.Join(dir, fmt.Sprint(i))
 		mustWrite(t, f, text)
