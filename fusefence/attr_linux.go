@@ -84,7 +84,7 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 	if errno != 0 {
 		return errno
 	}
-	leafFd, dirFd, base, st, errno := g.leaf()
+	leafFd, dirFd, _, st, errno := g.leaf()
 	if errno != 0 {
 		return errno
 	}
@@ -145,9 +145,17 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 			timeArg(in, hasMtime, fuse.FATTR_MTIME_NOW, in.Mtime, in.Mtimensec)}
 		var err error
 		if isLink {
-			// No magic link here: through /proc the kernel would act on what the
-			// symlink names. The name in the verified parent is the link itself.
-			err = unix.UtimesNanoAt(dirFd, base, ts, unix.AT_SYMLINK_NOFOLLOW)
+			// The link's own times, through its checked descriptor (O_PATH and
+			// O_NOFOLLOW hold the link itself; an empty path follows nothing). Not
+			// through /proc, where the kernel would act on what the link names, and
+			// not by name in the parent: a rename on the host between the check and
+			// the call set the times of a root-owned file outside every root (found
+			// by review). Where utimensat takes no AT_EMPTY_PATH, a link's times
+			// cannot be set safely: EOPNOTSUPP, as for a link's xattrs.
+			err = unix.UtimesNanoAt(leafFd, "", ts, unix.AT_EMPTY_PATH)
+			if err == unix.EINVAL || err == unix.ENOSYS || err == unix.ENOENT {
+				err = unix.EOPNOTSUPP
+			}
 		} else {
 			err = utimesFd(leafFd, proc, ts)
 		}
@@ -282,9 +290,9 @@ func chmodFd(fd int, proc string, mode uint32) error {
 	return unix.Chmod(proc, mode)
 }
 
-// utimesFd sets the times of what the O_PATH descriptor fd holds (no symlink:
-// utimensat follows nothing with an empty path, but a symlink's own times are set
-// by name, see Setattr), proc being its /proc/self/fd name.
+// utimesFd sets the times of what the O_PATH descriptor fd holds (no symlink: the
+// /proc fallback would follow it; see Setattr for a link's own times), proc being
+// its /proc/self/fd name.
 func utimesFd(fd int, proc string, ts []unix.Timespec) error {
 	if emptyPathUtimes.Load() {
 		err := unix.UtimesNanoAt(fd, "", ts, unix.AT_EMPTY_PATH)

@@ -229,9 +229,17 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		ownerOnly := isLink && n.f.ownerOnly(hostParentDir{fd: dirFd}, &lst)
 		unix.Close(dirFd)
 		switch {
-		case isLink && !n.f.ownRights(ctx):
+		case !isLink:
+			// Anything else at the name was made on the host since the kernel
+			// looked: ESTALE, and the kernel looks it up again and opens what it
+			// finds, checked against the caller. Never the open below, which
+			// follows whatever link the name holds by then: a caller who swapped
+			// the name between a file and a link to a directory it cannot write
+			// had the file made there, as root, and given to it (found by review).
+			return nil, nil, 0, syscall.ESTALE
+		case !n.f.ownRights(ctx):
 			return nil, nil, 0, n.f.deny(ctx, s, "create", rel, g.target, RuleUnreachable)
-		case isLink && ownerOnly && !callerIs(ctx, lst.Uid):
+		case ownerOnly && !callerIs(ctx, lst.Uid):
 			return nil, nil, 0, n.f.deny(ctx, s, "create", rel, g.target, RuleProtectedSymlink)
 		}
 		h, st, gen, errno := n.f.openForWrite(ctx, s, "create", rel, flags, true, mode, reachCarrier, nil)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -304,5 +305,209 @@ func TestNewEntriesAreTheCallersFromTheStart(t *testing.T) {
 		if err := unix.Stat(e.s(dir+"/sg/d"), &st); err != nil || st.Mode&unix.S_ISGID == 0 {
 			t.Errorf("%s: a directory made in a set-group-ID directory: mode %o, %v; want it set-group-ID too", who.name, st.Mode, err)
 		}
+	}
+}
+
+// raceLoopHelper is the TOH_TEST_SUBPROCESS value of TestRaceLoopHelperProcess.
+const raceLoopHelper = "race-loop"
+
+// TestRaceLoopHelperProcess does OP on PATH again and again for DURATION, as
+// whoever started it (args after "--": OP PATH STOP DURATION), stopping early once
+// STOP exists. OP is "create" (open with O_CREAT for writing) or "lutimes" (set the
+// times of PATH itself to 1970-01-02).
+func TestRaceLoopHelperProcess(t *testing.T) {
+	if os.Getenv("TOH_TEST_SUBPROCESS") != raceLoopHelper {
+		return
+	}
+	args := os.Args[slices.Index(os.Args, "--")+1:]
+	op, path, stop := args[0], args[1], args[2]
+	d, _ := time.ParseDuration(args[3])
+	ts := []unix.Timespec{{Sec: 86400}, {Sec: 86400}}
+	end := time.Now().Add(d)
+	for i := 0; i == 0 || time.Now().Before(end); i++ {
+		switch op {
+		case "create":
+			if fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CREAT|unix.O_APPEND|unix.O_CLOEXEC, 0o644); err == nil {
+				unix.Close(fd)
+			}
+		case "lutimes":
+			unix.UtimesNanoAt(unix.AT_FDCWD, path, ts, unix.AT_SYMLINK_NOFOLLOW)
+		}
+		if i%256 == 0 && stop != "" {
+			if _, err := os.Lstat(stop); err == nil {
+				break
+			}
+		}
+	}
+	os.Exit(0)
+}
+
+// raceAsCaller runs TestRaceLoopHelperProcess as uid:uid from a copy of the test
+// binary in dir (where the caller can run it), while swap runs in a loop on the
+// host; it returns how many swaps succeeded.
+func raceAsCaller(t *testing.T, dir string, uid uint32, swap func() error, op, path, stop string, d time.Duration) int {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "fusefence.test")
+	if _, err := os.Stat(bin); err != nil {
+		testutil.CopyExecutable(t, self, bin)
+	}
+	done := make(chan struct{})
+	swapped := make(chan int)
+	go func() {
+		n := 0
+		for {
+			select {
+			case <-done:
+				swapped <- n
+				return
+			default:
+			}
+			if swap != nil && swap() == nil {
+				n++
+			}
+		}
+	}()
+	cmd := exec.Command(bin, "-test.run=^TestRaceLoopHelperProcess$", "--", op, path, stop, d.String())
+	cmd.Env = append(os.Environ(), "TOH_TEST_SUBPROCESS="+raceLoopHelper)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}}}
+	out, err := cmd.CombinedOutput()
+	close(done)
+	n := <-swapped
+	if err != nil {
+		t.Fatalf("the caller's loop: %v\n%s", err, out)
+	}
+	return n
+}
+
+// raceTime is how long the race tests below race: 5 s, or TOH_STRESS's time.
+func raceTime(t *testing.T) time.Duration {
+	if d := stressTime(t); d > 0 {
+		return d
+	}
+	return 5 * time.Second
+}
+
+// TestCreateRaceCannotMakeFilesWhereTheCallerCannot: a name the kernel saw as
+// missing but that exists on the host when the CREATE arrives (made there since) is
+// looked up again (ESTALE), never opened as it is by then: a caller who swapped the
+// name on the host between a file and a link to a directory it cannot write had the
+// file made there by the root daemon, and given to it (found by review). The host
+// side swaps ws/x between a file of the caller's and an absolute link to
+// ws/rootdir/made (rootdir root's, 0755) while the caller, uid 65534, opens ws/x
+// with O_CREAT through the mount in a loop; rootdir/made must never appear.
+// Control: the caller cannot create in rootdir directly. The default run races
+// for 5 s (TOH_STRESS: longer), which found the bug, with the fix reverted, in
+// each of three tries.
+func TestCreateRaceCannotMakeFilesWhereTheCallerCannot(t *testing.T) {
+	testutil.RequireRoot(t)
+	const uid = 65534
+	// No kernel cache: every open looks the name up, so each try can meet the race
+	// (with the default second, the kernel mostly opened the file it had cached).
+	e := newEnvTimeout(t, policy.WorkspaceWrite, -1, "dir src/ws/rootdir", "dir bin")
+	for _, d := range []string{e.base, e.src, e.s("ws/rootdir"), filepath.Join(e.base, "bin")} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chown(e.s("ws"), uid, uid); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(e.base, "bin")
+	made := e.s("ws/rootdir/made")
+	raceAsCaller(t, bin, uid, nil, "create", e.m("ws/rootdir/direct"), "", 0)
+	if _, err := os.Lstat(e.s("ws/rootdir/direct")); err == nil {
+		t.Fatal("control: the caller created in rootdir directly")
+	}
+	if err := os.Symlink(made, e.s("ws/y")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(e.s("ws/x"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{e.s("ws/x"), e.s("ws/y")} {
+		if err := os.Lchown(p, uid, uid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	swap := func() error {
+		return unix.Renameat2(unix.AT_FDCWD, e.s("ws/x"), unix.AT_FDCWD, e.s("ws/y"), unix.RENAME_EXCHANGE)
+	}
+	n := raceAsCaller(t, bin, uid, swap, "create", e.m("ws/x"), made, raceTime(t))
+	if _, err := os.Lstat(made); err == nil {
+		t.Fatalf("the caller had a file made in rootdir, which it cannot write (%d swaps)", n)
+	}
+	if n == 0 {
+		t.Fatal("the host side never swapped: the test proves nothing")
+	}
+}
+
+// TestSymlinkTimesRaceCannotTouchAnotherFile: a symlink's own times are set through
+// the descriptor the fence checked, never by name: by name, a caller who swapped
+// its link on the host with a root-owned file in a directory of its own outside
+// every root had that file's times set (found by review). The caller, uid 65534,
+// sets its link's times through the mount in a loop while the host side exchanges
+// the link with the victim; the victim's times must never change. Controls: the
+// link's own times are set when nothing races, and the caller cannot set the
+// victim's times directly.
+func TestSymlinkTimesRaceCannotTouchAnotherFile(t *testing.T) {
+	testutil.RequireRoot(t)
+	const uid = 65534
+	e := newEnvTimeout(t, policy.WorkspaceWrite, -1, "dir src/ws", "file outside/mine/victim root's", "dir bin")
+	for _, d := range []string{e.base, e.src, e.outside, filepath.Join(e.base, "bin")} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range []string{e.s("ws"), filepath.Join(e.outside, "mine")} {
+		if err := os.Chown(p, uid, uid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	victim := filepath.Join(e.outside, "mine", "victim")
+	old := []unix.Timespec{{Sec: 978307200}, {Sec: 978307200}} // 2001-01-01
+	if err := unix.UtimesNano(victim, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("target", e.s("ws/lnk")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Lchown(e.s("ws/lnk"), uid, uid); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(e.base, "bin")
+	mtime := func(p string) int64 {
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Mtim.Sec
+	}
+	raceAsCaller(t, bin, uid, nil, "lutimes", e.m("ws/lnk"), "", 0)
+	if got := mtime(e.s("ws/lnk")); got != 86400 {
+		t.Fatalf("control: the link's own times were not set through the mount (mtime %d)", got)
+	}
+	raceAsCaller(t, bin, uid, nil, "lutimes", victim, "", 0)
+	if got := mtime(victim); got != old[1].Sec {
+		t.Fatalf("control: the caller set root's file's times directly")
+	}
+	swap := func() error {
+		return unix.Renameat2(unix.AT_FDCWD, e.s("ws/lnk"), unix.AT_FDCWD, victim, unix.RENAME_EXCHANGE)
+	}
+	n := raceAsCaller(t, bin, uid, swap, "lutimes", e.m("ws/lnk"), "", raceTime(t))
+	for _, p := range []string{victim, e.s("ws/lnk")} {
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Mode&unix.S_IFMT == unix.S_IFREG && st.Mtim.Sec != old[1].Sec {
+			t.Fatalf("root's file's times changed to %d (%d swaps)", st.Mtim.Sec, n)
+		}
+	}
+	if n == 0 {
+		t.Fatal("the host side never swapped: the test proves nothing")
 	}
 }
