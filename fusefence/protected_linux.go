@@ -21,6 +21,16 @@ import (
 // run's own until it is (git init and git clone must write the hooks and the
 // configuration of the repository they make). So a repository made while the fence
 // serves is protected from the first mutation after its first bound of life.
+//
+// A set only grows within a snapshot: a path once protected stays protected until
+// the policy changes, whatever a later resolution finds. A resolution reads the
+// tree the caller can change, and can come back short for reasons that are the
+// caller's doing: a thousand empty directories in .git/worktrees past its limits,
+// or the daemon's descriptors used up by files the caller holds open, so that the
+// reads of .git fail (both found by review: the submodule's config was then
+// writable). A repository moved or removed on purpose keeps its old names
+// protected until the next policy generation (toh-mount: a policy change or a
+// restart).
 type protSet struct {
 	g       guarded
 	ver     uint64               // fence-wide, changes whenever the set does (see handle.gen)
@@ -61,6 +71,19 @@ func resolveProtected(x policy.Execution, prev *protSet, now time.Time, bound ti
 		next.ver = nextVer()
 		return next
 	}
+	had := map[string]bool{}
+	if prev != nil {
+		// Everything protected before stays so, first and in its order, so that a
+		// resolution that finds nothing new keeps the version (see protSet).
+		next.g.protect = slices.Clone(prev.g.protect)
+		next.g.policy = slices.Clone(prev.g.policy)
+		for _, p := range slices.Concat(prev.g.protect, prev.g.policy) {
+			had[p] = true
+		}
+		for key := range prev.known {
+			next.known[key] = true
+		}
+	}
 	for _, pp := range x.ProtectedPaths() {
 		if key := gitKey(pp); key != "" {
 			if prev != nil && !prev.known[key] {
@@ -78,7 +101,9 @@ func resolveProtected(x policy.Execution, prev *protSet, now time.Time, bound ti
 			}
 			next.known[key] = true
 		}
-		next.g.add(pp)
+		if !had[pp.Path] {
+			next.g.add(pp)
+		}
 	}
 	if prev != nil && slices.Equal(prev.g.protect, next.g.protect) && slices.Equal(prev.g.policy, next.g.policy) {
 		next.ver = prev.ver

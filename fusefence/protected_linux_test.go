@@ -53,6 +53,18 @@ func TestResolveProtected(t *testing.T) {
 	if !slices.Contains(again.g.protect, hooks) || again.ver != later.ver {
 		t.Errorf("a protected repository must stay protected, under the same number: %+v", again)
 	}
+	// A resolution that comes back short (here: the repository is gone; a caller
+	// could make the reads fail or pass the walk's limits) drops nothing.
+	if err := os.RemoveAll(r + "/.git"); err != nil {
+		t.Fatal(err)
+	}
+	short := resolveProtected(x, again, now.Add(6*bound), bound, next)
+	if !slices.Contains(short.g.protect, hooks) || !slices.Contains(short.g.protect, r+"/.git/config") || short.ver != again.ver {
+		t.Errorf("a protected path was dropped when the tree no longer showed it: %+v", short)
+	}
+	if err := os.MkdirAll(hooks, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	// A snapshot's first set protects what exists, however young.
 	if fresh := resolveProtected(x, nil, now, bound, next); !slices.Contains(fresh.g.protect, hooks) {
 		t.Errorf("a first set leaves an existing repository out: %q", fresh.g.protect)

@@ -51,7 +51,13 @@ const (
 // configuration included, whenever the user's git enters the checkout: "git status"
 // in the superproject enters every populated submodule (found by review). So they
 // are protected like r's own pointer file.
-func gitDirsOf(r string) (dirs []string, pointer string, links, checkouts []string) {
+//
+// truncated reports that a limit (maxGitDirs, maxModulesDepth, maxModulesReads) cut
+// the walk short: directories it did not reach are then not listed, and the caller
+// must protect what holds them instead (a command can make a thousand directories in
+// .git/worktrees or .git/modules to push a real submodule past the limits; found by
+// review).
+func gitDirsOf(r string) (dirs []string, pointer string, links, checkouts []string, truncated bool) {
 	var queue []string
 	if looksLikeGitDir(r) {
 		queue = append(queue, r)
@@ -118,38 +124,51 @@ func gitDirsOf(r string) (dirs []string, pointer string, links, checkouts []stri
 			}
 		}
 		for _, w := range subdirs(d + "/worktrees") {
+			if !looksLikeGitDir(w) {
+				continue // an empty or stray directory: git ignores it too
+			}
 			if found[w] == 0 {
 				found[w] = foundWorktree
 			}
 			queue = append(queue, w)
 		}
-		for _, m := range moduleGitDirs(d+"/modules", 0, &reads) {
+		ms, cut := moduleGitDirs(d+"/modules", 0, &reads)
+		truncated = truncated || cut
+		for _, m := range ms {
 			if found[m] == 0 {
 				found[m] = foundModule
 			}
 			queue = append(queue, m)
 		}
 	}
-	return dirs, pointer, links, checkouts
+	for _, d := range queue {
+		if !seen[d] {
+			truncated = true // left in the queue at maxGitDirs
+			break
+		}
+	}
+	return dirs, pointer, links, checkouts, truncated
 }
 
 // moduleGitDirs walks a modules/ directory: submodule names may contain slashes, so a
 // directory that is not a git directory is descended into; a git directory is
-// returned (its own modules/ is walked when it is processed).
-func moduleGitDirs(dir string, depth int, reads *int) []string {
+// returned (its own modules/ is walked when it is processed). truncated reports a
+// limit reached.
+func moduleGitDirs(dir string, depth int, reads *int) (out []string, truncated bool) {
 	if depth > maxModulesDepth || *reads >= maxModulesReads {
-		return nil
+		return nil, true
 	}
 	*reads++
-	var out []string
 	for _, s := range subdirs(dir) {
 		if looksLikeGitDir(s) {
 			out = append(out, s)
 		} else {
-			out = append(out, moduleGitDirs(s, depth+1, reads)...)
+			more, cut := moduleGitDirs(s, depth+1, reads)
+			out = append(out, more...)
+			truncated = truncated || cut
 		}
 	}
-	return out
+	return out, truncated
 }
 
 // subdirs lists the real (not symlinked) subdirectories of dir, sorted.

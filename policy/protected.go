@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/toh-sandbox/toh/canon"
@@ -198,7 +199,17 @@ func (x Execution) ProtectedPaths() []ProtectedPath {
 		if len(git) == 0 {
 			continue
 		}
-		dirs, pointer, links, checkouts := gitDirsOf(r)
+		dirs, pointer, links, checkouts, truncated := gitDirsOf(r)
+		if truncated {
+			// Part of the structure was not reached: every git directory found
+			// that holds the rest (the outermost ones) is protected whole, so
+			// nothing below it can be changed, at the price of commits in the run.
+			for _, d := range dirs {
+				if !slices.ContainsFunc(dirs, func(o string) bool { return o != d && canon.LexicallyWithin(d, o) }) {
+					add(ProtectedPath{Path: d, Reason: ProtectGit, Entry: ".git", GitDir: d}, false)
+				}
+			}
+		}
 		if len(dirs) == 0 && pointer == "" && len(links) == 0 && insideRepository(r) {
 			// No repository of its own, inside someone's: a ".git" made here would
 			// shadow the enclosing repository for every git command run in r, the

@@ -671,3 +671,38 @@ func TestCheckRootSpellings(t *testing.T) {
 		}
 	}
 }
+
+// A walk cut short by its limits protects what holds the rest: a command could make
+// a thousand directories in .git/worktrees (or .git/modules) so that a real
+// submodule's git directory is never reached and its configuration stays writable
+// (found by review). Empty directories are not git directories and count for
+// nothing; look-alikes past the limit make the whole .git read-only.
+func TestProtectedPathsWalkLimitsFailSafe(t *testing.T) {
+	base, git := gitTree(t)
+	lib, main := filepath.Join(base, "lib"), filepath.Join(base, "main")
+	for _, d := range []string{lib, main} {
+		mustMkdir(t, d)
+		git(d, "init", "-q")
+		git(d, "commit", "-q", "--allow-empty", "-m", filepath.Base(d))
+	}
+	git(main, "submodule", "add", "-q", lib, "lib")
+	subConfig := "main/.git/modules/lib/config file exists protect"
+	wholeGit := "main/.git dir exists git"
+	if got := pathsOf(wwExec(main).ProtectedPaths(), base); !slices.Contains(got, subConfig) || slices.Contains(got, wholeGit) {
+		t.Fatalf("premise: %q", got)
+	}
+	for i := range maxGitDirs + 10 {
+		mustMkdir(t, filepath.Join(main, ".git", "worktrees", fmt.Sprintf("w%04d", i)))
+	}
+	if got := pathsOf(wwExec(main).ProtectedPaths(), base); !slices.Contains(got, subConfig) || slices.Contains(got, wholeGit) {
+		t.Errorf("empty directories in .git/worktrees changed what is protected: %d paths", len(got))
+	}
+	for i := range maxGitDirs + 10 {
+		w := filepath.Join(main, ".git", "worktrees", fmt.Sprintf("w%04d", i))
+		mustWrite(t, filepath.Join(w, "HEAD"), "ref: refs/heads/main\n")
+		mustWrite(t, filepath.Join(w, "commondir"), "../..\n")
+	}
+	if got := pathsOf(wwExec(main).ProtectedPaths(), base); !slices.Contains(got, wholeGit) {
+		t.Errorf("a walk cut short by look-alikes does not protect .git whole")
+	}
+}
