@@ -40,11 +40,13 @@ const (
 // links are the symbolic links that lead to those directories: r/.git when it is
 // one, and the links that the text of a .git file or of a commondir passes through.
 // Retargeting any of them would make git use another directory, so their own names
-// are protected like the pointer file (see [linksOn]).
+// are protected like the pointer file (see [linksOn]). Each linked worktree's
+// gitdir back-pointer is listed with them.
 //
 // checkouts are the .git entries through which git reaches the submodule and linked
 // worktree git directories found, spelled as git would resolve them: for a
-// submodule's git directory M, <core.worktree of M's config>/.git; for a worktree
+// submodule's git directory M, <core.worktree of M's config.worktree or config>/.git,
+// or, without one, <its parent's checkout>/<its name>/.git; for a worktree
 // directory G, the path its back-pointer G/gitdir names. Each is listed only when
 // the checkout directory it lies in exists. Rewritten ("gitdir: ../evil"), such a
 // pointer makes git use a git directory of the command's own, hooks and
@@ -84,6 +86,15 @@ func gitDirsOf(r string) (dirs []string, pointer string, links, checkouts []stri
 			}
 		}
 	}
+	// worktreeOf is where each git directory's checkout is, as spelled (r for the
+	// root's own), and parentOf the git directory whose modules/ held a submodule's:
+	// a submodule without core.worktree (after git submodule deinit, say) has its
+	// checkout where its name says, below its parent's.
+	worktreeOf := map[string]string{}
+	for _, d := range queue {
+		worktreeOf[d] = r
+	}
+	parentOf := map[string]string{}
 	seen := map[string]bool{}
 	// How each queued directory was found: a submodule's or a worktree's git
 	// directory has a checkout elsewhere.
@@ -104,10 +115,25 @@ func gitDirsOf(r string) (dirs []string, pointer string, links, checkouts []stri
 		var checkout string // the spelling of the .git entry that leads to d
 		switch found[d] {
 		case foundModule:
-			if wt, ok := configValue(d+"/config", "core", "worktree"); ok && wt != "" {
-				checkout = spellFrom(d, wt) + "/.git"
+			// config.worktree, where git reads it (extensions.worktreeConfig, as
+			// git sparse-checkout sets), overrides config.
+			wt, ok := configValue(d+"/config.worktree", "core", "worktree")
+			if !ok || wt == "" {
+				wt, ok = configValue(d+"/config", "core", "worktree")
+			}
+			if ok && wt != "" {
+				worktreeOf[d] = spellFrom(d, wt)
+			} else if p, found := worktreeOf[parentOf[d]]; found {
+				worktreeOf[d] = p + "/" + strings.TrimPrefix(d, parentOf[d]+"/modules/")
+			}
+			if w, found := worktreeOf[d]; found {
+				checkout = w + "/.git"
 			}
 		case foundWorktree:
+			// The back-pointer says where the checkout is; rewritten, it would
+			// have the next resolution protect a decoy's .git instead (found by
+			// review). It is protected like a link on the way.
+			links = append(links, d+"/gitdir")
 			if b, ok := readSmall(d + "/gitdir"); ok {
 				if p := strings.TrimRight(string(b), " \t\r\n"); p != "" {
 					checkout = spellFrom(d, p)
@@ -137,6 +163,7 @@ func gitDirsOf(r string) (dirs []string, pointer string, links, checkouts []stri
 		for _, m := range ms {
 			if found[m] == 0 {
 				found[m] = foundModule
+				parentOf[m] = d
 			}
 			queue = append(queue, m)
 		}

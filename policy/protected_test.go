@@ -184,9 +184,9 @@ func TestProtectedPathsWorktreeAndSubmodules(t *testing.T) {
 	// checkouts' pointers: the linked worktree's (through its back-pointer; outside
 	// this root, where backends skip it) and the submodule's (through core.worktree),
 	// which the user's git follows into git directories of the command's own if it
-	// can rewrite them.
+	// can rewrite them; and the back-pointer itself, which says where to look.
 	got = pathsOf(wwExec(main).ProtectedPaths(), base)
-	for _, w := range want {
+	for _, w := range append(want, "main/.git/worktrees/wt/gitdir file exists git") {
 		if !slices.Contains(got, w) {
 			t.Errorf("from main: %q missing in %q", w, got)
 		}
@@ -704,5 +704,36 @@ func TestProtectedPathsWalkLimitsFailSafe(t *testing.T) {
 	}
 	if got := pathsOf(wwExec(main).ProtectedPaths(), base); !slices.Contains(got, wholeGit) {
 		t.Errorf("a walk cut short by look-alikes does not protect .git whole")
+	}
+}
+
+// A submodule's checkout without core.worktree in its git directory's config (after
+// git submodule deinit, which removes it) is found where its name puts it below the
+// superproject's checkout; one with core.worktree in config.worktree (git
+// sparse-checkout's worktreeConfig) is found there. Found by review: both left the
+// checkout's .git writable, for the user's next git status to follow.
+func TestProtectedPathsSubmoduleCheckoutWithoutCoreWorktree(t *testing.T) {
+	base, git := gitTree(t)
+	lib, main := filepath.Join(base, "lib"), filepath.Join(base, "main")
+	for _, d := range []string{lib, main} {
+		mustMkdir(t, d)
+		git(d, "init", "-q")
+		git(d, "commit", "-q", "--allow-empty", "-m", filepath.Base(d))
+	}
+	git(main, "submodule", "add", "-q", lib, "vendor/lib")
+	git(main, "commit", "-q", "-m", "lib")
+	modCfg := filepath.Join(main, ".git", "modules", "vendor", "lib", "config")
+	git(main, "submodule", "deinit", "-q", "-f", "vendor/lib")
+	if out, err := exec.Command("git", "config", "--file", modCfg, "--get", "core.worktree").Output(); err == nil {
+		t.Fatalf("premise: deinit left core.worktree %q", out)
+	}
+	if got := pathsOf(wwExec(main).ProtectedPaths(), base); !slices.Contains(got, "main/vendor/lib/.git dir missing git") {
+		t.Errorf("after deinit the checkout's .git is not protected: %q", got)
+	}
+	// core.worktree in config.worktree only.
+	mustWrite(t, filepath.Join(main, ".git", "modules", "vendor", "lib", "config.worktree"), "[core]\n\tworktree = ../../../../elsewhere\n")
+	mustMkdir(t, filepath.Join(main, "elsewhere"))
+	if got := pathsOf(wwExec(main).ProtectedPaths(), base); !slices.Contains(got, "main/elsewhere/.git dir missing git") {
+		t.Errorf("core.worktree in config.worktree is not followed: %q", got)
 	}
 }
