@@ -98,7 +98,9 @@ func hostRootHolding(pol policy.Execution, backend sandbox.Backend, p string) st
 //     checked, existing or not (the command can create a directory that is
 //     missing); entries after it are never reached by that lookup.
 //   - Relative entries are taken from the working directory, where this call's
-//     caller looked them up too.
+//     caller looked them up too; a leading "~" or "~/" is $HOME, as bash reads it
+//     ("~user" is not looked up). The name in each entry counts too: a link there
+//     into a root, dangling or not, is a program the command can make.
 //   - Only toh-exec's own $PATH can be checked. A caller that looks toh-exec up in
 //     another $PATH than the one it hands it (Go's os/exec looks in its own) is
 //     checked against the one it handed; the README says to call toh-exec by its
@@ -107,16 +109,24 @@ func pathAheadRefusal(pol policy.Execution, backend sandbox.Backend, name, cwd, 
 	if pol.Mode != policy.WorkspaceWrite || name == "" || strings.Contains(name, "/") {
 		return nil
 	}
+	home, _ := os.UserHomeDir()
 	for _, entry := range filepath.SplitList(path) {
 		dir := entry
-		if dir == "" {
+		switch {
+		case dir == "":
 			dir = "."
+		case (dir == "~" || strings.HasPrefix(dir, "~/")) && home != "":
+			dir = home + dir[1:] // bash expands a leading ~ in $PATH at lookup
 		}
 		if !filepath.IsAbs(dir) {
 			dir = filepath.Join(cwd, dir)
 		}
-		if r := hostRootHolding(pol, backend, dir); r != "" {
-			return fmt.Errorf("$PATH lists %q, beneath the writable root %q, ahead of (or as) the directory %s was found in: the command could put a %s there, and the next call by that name would run it outside the sandbox; call %s by its absolute path, or list its directory before %q", entry, r, name, name, name, entry)
+		// The directory, and what a name in it leads to: a dangling link there to a
+		// place in a root is a program the command can create (found by review).
+		for _, p := range []string{dir, filepath.Join(dir, name)} {
+			if r := hostRootHolding(pol, backend, p); r != "" {
+				return fmt.Errorf("$PATH lists %q, and %s there lies beneath the writable root %q, ahead of (or as) the directory %s was found in: the command could put a %s there, and the next call by that name would run it outside the sandbox; call %s by its absolute path, or list its directory before %q", entry, p, r, name, name, name, entry)
+			}
 		}
 		if fi, err := os.Stat(filepath.Join(dir, name)); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
 			return nil

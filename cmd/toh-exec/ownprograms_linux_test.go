@@ -172,6 +172,15 @@ func TestPathAheadOfTohExecRefusesTheRun(t *testing.T) {
 	venv := filepath.Join(s.ws, ".venv", "bin") // missing: the command could make it
 	inTmp := tempDir(t, "/tmp")
 	marker := filepath.Join(s.ws, "ran")
+	// A directory outside the roots holding a dangling toh-exec link into the
+	// workspace, which the command could fill.
+	dangling := filepath.Join(s.beside, "links")
+	if err := os.Mkdir(dangling, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(s.ws, "planted"), filepath.Join(dangling, "toh-exec")); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		rung, path string
 		refused    bool
@@ -183,6 +192,7 @@ func TestPathAheadOfTohExecRefusesTheRun(t *testing.T) {
 		{"landlock", inTmp + ":" + own + ":/usr/bin:/bin", true},
 		{"bwrap", inTmp + ":" + own + ":/usr/bin:/bin", false},
 		{"bwrap", own + ":" + venv + ":.:/usr/bin:/bin", false},
+		{"bwrap", dangling + ":" + own + ":/usr/bin:/bin", true},
 		{"landlock", "/usr/bin:/bin:" + own + ":" + venv, false},
 	} {
 		requireRung(t, c.rung, 1)
@@ -203,6 +213,23 @@ func TestPathAheadOfTohExecRefusesTheRun(t *testing.T) {
 		}
 		if r := runByName(t, tohExec, s.ws, c.path, "--policy", s.noPolicy, "--runner", c.rung, "-c", "echo ran"); r.code != 0 || r.stdout != "ran\n" {
 			t.Errorf("%s with PATH=%s, read-only: exit %d, stderr %q", c.rung, c.path, r.code, r.stderr)
+		}
+	}
+	// "~/..." is $HOME's, as bash reads it, not the working directory's: called
+	// from outside the workspace (the policy names it), a venv in it spelled so is
+	// refused too; its control is the same $PATH with toh-exec's directory first.
+	pol := filepath.Join(s.beside, "ws-policy.json")
+	if err := os.WriteFile(pol, []byte(`{"version": 1, "workspaceRoot": "`+s.ws+`"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tilde := "~/" + strings.TrimPrefix(venv, s.home+"/")
+	for _, c := range []struct {
+		path    string
+		refused bool
+	}{{tilde + ":" + own + ":/usr/bin:/bin", true}, {own + ":" + tilde + ":/usr/bin:/bin", false}} {
+		r := runByName(t, tohExec, s.beside, c.path, "--policy", pol, "--runner", "bwrap", "--mode", "workspace-write", "-c", "echo ran")
+		if refused := r.code == exitCannotStart && strings.Contains(r.stderr, "$PATH lists"); refused != c.refused || (!c.refused && r.code != 0) {
+			t.Errorf("PATH=%s from outside the workspace: exit %d, stderr %q; want refused %v", c.path, r.code, r.stderr, c.refused)
 		}
 	}
 }
