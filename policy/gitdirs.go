@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -95,6 +96,7 @@ func gitDirsOf(r string) (dirs []string, pointer string, links, checkouts []stri
 		worktreeOf[d] = r
 	}
 	parentOf := map[string]string{}
+	gitmodulesRead := map[string]bool{}
 	seen := map[string]bool{}
 	// How each queued directory was found: a submodule's or a worktree's git
 	// directory has a checkout elsewhere.
@@ -142,6 +144,30 @@ func gitDirsOf(r string) (dirs []string, pointer string, links, checkouts []stri
 		}
 		if checkout != "" && isDir(canon.Canonical(path.Dir(checkout))) {
 			checkouts = append(checkouts, checkout)
+		}
+		// The submodules its checkout's .gitmodules lists: a checkout whose .git is
+		// a git directory of its own (git submodule add of an existing clone) is
+		// one to protect, found nowhere else; a .git file, or none yet (a
+		// submodule never initialised), is a pointer the user's git would follow
+		// once populated (found by review). .gitmodules is the command's to write,
+		// so it can only add protection, up to maxGitDirs names.
+		if w, ok := worktreeOf[d]; ok && !gitmodulesRead[w] {
+			gitmodulesRead[w] = true
+			for _, p := range submodulePaths(w) {
+				if len(checkouts) >= maxGitDirs {
+					break // (not truncated: a long .gitmodules must not make .git read-only)
+				}
+				dotgit := w + "/" + p + "/.git"
+				fi, err := os.Lstat(dotgit)
+				switch {
+				case err == nil && fi.IsDir() && looksLikeGitDir(dotgit):
+					worktreeOf[dotgit] = w + "/" + p
+					queue = append(queue, dotgit)
+				case err == nil && fi.IsDir():
+				case isDir(canon.Canonical(w + "/" + p)):
+					checkouts = append(checkouts, dotgit)
+				}
+			}
 		}
 		if sp, ok := commonDirSpelling(d); ok {
 			links = append(links, linksOn(sp)...)
@@ -361,6 +387,26 @@ func linksOn(p string) []string {
 	return links
 }
 
+// submodulePaths returns the submodule paths the .gitmodules file of the checkout w
+// lists (submodule.*.path), as git accepts them: relative, with no "." or ".."
+// component.
+func submodulePaths(w string) []string {
+	b, ok := readSmallMax(w+"/.gitmodules", maxConfigBytes)
+	if !ok {
+		return nil
+	}
+	values, _ := configScan(string(b), "submodule", "path", true)
+	var out []string
+	for _, v := range values {
+		v = strings.TrimSuffix(v, "/")
+		if v == "" || path.IsAbs(v) || slices.ContainsFunc(strings.Split(v, "/"), func(c string) bool { return c == "" || c == "." || c == ".." }) {
+			continue
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
 // configValue returns the last value of section.key (no subsection) in the git
 // configuration file, read as git's config parser reads it: section and key names
 // case-insensitive, a key on the header's line, values with double quotes,
@@ -380,7 +426,18 @@ func configValue(file, section, key string) (string, bool) {
 // configLookup is configValue on the file's text; parsed is false when it does not
 // parse.
 func configLookup(s, section, key string) (value string, found, parsed bool) {
-	cur := "" // the current section, lowercased; "" for none or one with a subsection
+	values, parsed := configScan(s, section, key, false)
+	if !parsed || len(values) == 0 {
+		return "", false, parsed
+	}
+	return values[len(values)-1], true, true
+}
+
+// configScan returns every value of key in s, in order: in the plain [section] when
+// sub is false, in every [section "subsection"] (or [section.subsection]) when it is
+// true. parsed is false when s does not parse.
+func configScan(s, section, key string, sub bool) (values []string, parsed bool) {
+	in := false // the current section is the one asked for
 	i := 0
 	for i < len(s) {
 		c := s[i]
@@ -400,15 +457,15 @@ func configLookup(s, section, key string) (value string, found, parsed bool) {
 				i++
 			}
 			name := s[start:i]
-			sub := false
+			hasSub := false
 			for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
 				i++
 			}
 			if i < len(s) && s[i] == '"' {
-				sub = true
+				hasSub = true
 				for i++; i < len(s) && s[i] != '"'; i++ {
 					if s[i] == '\n' {
-						return "", false, false
+						return nil, false
 					}
 					if s[i] == '\\' {
 						i++
@@ -417,13 +474,12 @@ func configLookup(s, section, key string) (value string, found, parsed bool) {
 				i++ // the closing quote
 			}
 			if i >= len(s) || s[i] != ']' {
-				return "", false, false
+				return nil, false
 			}
 			i++
-			cur = ""
-			if !sub && !strings.Contains(name, ".") {
-				cur = strings.ToLower(name)
-			}
+			base, _, dotted := strings.Cut(name, ".")
+			hasSub = hasSub || dotted
+			in = strings.EqualFold(base, section) && hasSub == sub
 		case isAlpha(c):
 			start := i
 			for i < len(s) && (isAlpha(s[i]) || (s[i] >= '0' && s[i] <= '9') || s[i] == '-') {
@@ -437,19 +493,19 @@ func configLookup(s, section, key string) (value string, found, parsed bool) {
 			if i < len(s) && s[i] == '=' {
 				var ok bool
 				if v, i, ok = configParseValue(s, i+1); !ok {
-					return "", false, false
+					return nil, false
 				}
 			} else if i < len(s) && s[i] != '\n' && s[i] != '\r' && s[i] != '#' && s[i] != ';' {
-				return "", false, false
+				return nil, false
 			}
-			if cur == strings.ToLower(section) && name == strings.ToLower(key) {
-				value, found = v, true
+			if in && name == strings.ToLower(key) {
+				values = append(values, v)
 			}
 		default:
-			return "", false, false
+			return nil, false
 		}
 	}
-	return value, found, true
+	return values, true
 }
 
 // configParseValue parses a value starting at s[i] (after the "="), up to the end of

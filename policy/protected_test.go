@@ -163,6 +163,7 @@ func TestProtectedPathsWorktreeAndSubmodules(t *testing.T) {
 	got := pathsOf(x.ProtectedPaths(), base)
 	want := []string{
 		"wt/.git file exists git",
+		"wt/vendor/lib/.git dir missing git", // the submodule, not initialised in this worktree
 		"main/vendor/lib/.git file exists git",
 		"main/.git/worktrees/wt/hooks dir missing protect",
 		"main/.git/worktrees/wt/config file missing protect",
@@ -186,7 +187,7 @@ func TestProtectedPathsWorktreeAndSubmodules(t *testing.T) {
 	// which the user's git follows into git directories of the command's own if it
 	// can rewrite them; and the back-pointer itself, which says where to look.
 	got = pathsOf(wwExec(main).ProtectedPaths(), base)
-	for _, w := range append(want, "main/.git/worktrees/wt/gitdir file exists git") {
+	for _, w := range append(slices.Delete(slices.Clone(want), 1, 2), "main/.git/worktrees/wt/gitdir file exists git") {
 		if !slices.Contains(got, w) {
 			t.Errorf("from main: %q missing in %q", w, got)
 		}
@@ -735,5 +736,41 @@ func TestProtectedPathsSubmoduleCheckoutWithoutCoreWorktree(t *testing.T) {
 	mustMkdir(t, filepath.Join(main, "elsewhere"))
 	if got := pathsOf(wwExec(main).ProtectedPaths(), base); !slices.Contains(got, "main/elsewhere/.git dir missing git") {
 		t.Errorf("core.worktree in config.worktree is not followed: %q", got)
+	}
+}
+
+// The submodules a checkout's .gitmodules lists: one whose .git is a git directory
+// inside its checkout (git submodule add of an existing clone) has that directory's
+// hooks and config protected, and one never initialised (no .git yet) has its .git
+// kept from being made. Found by review: neither is reached through .git/modules.
+func TestProtectedPathsSubmodulesFromGitmodules(t *testing.T) {
+	base, git := gitTree(t)
+	lib, main := filepath.Join(base, "lib"), filepath.Join(base, "main")
+	for _, d := range []string{lib, main} {
+		mustMkdir(t, d)
+		git(d, "init", "-q")
+		git(d, "commit", "-q", "--allow-empty", "-m", filepath.Base(d))
+	}
+	git(main, "clone", "-q", lib, "inner")
+	git(main, "submodule", "add", "-q", lib, "inner")
+	mustMkdir(t, filepath.Join(main, "never"))
+	mustWrite(t, filepath.Join(main, ".gitmodules"), "[submodule \"inner\"]\n\tpath = inner\n\turl = x\n[submodule \"never\"]\n\tpath = never\n\turl = y\n[submodule \"up\"]\n\tpath = ../outside\n")
+	if fi, err := os.Lstat(filepath.Join(main, "inner", ".git")); err != nil || !fi.IsDir() {
+		t.Fatalf("premise: inner/.git is not a directory: %v", err)
+	}
+	got := pathsOf(wwExec(main).ProtectedPaths(), base)
+	for _, w := range []string{
+		"main/inner/.git/hooks dir exists protect",
+		"main/inner/.git/config file exists protect",
+		"main/never/.git dir missing git",
+	} {
+		if !slices.Contains(got, w) {
+			t.Errorf("%q missing in %q", w, got)
+		}
+	}
+	for _, p := range got {
+		if strings.HasPrefix(p, "outside") {
+			t.Errorf("a .gitmodules path climbing out was followed: %q", p)
+		}
 	}
 }
