@@ -125,10 +125,10 @@ func gitDirsOf(r string) (dirs []string, pointer string, links, checkouts []stri
 			}
 			if ok && wt != "" {
 				worktreeOf[d] = spellFrom(d, wt)
-			} else if p, found := worktreeOf[parentOf[d]]; found {
-				worktreeOf[d] = p + "/" + strings.TrimPrefix(d, parentOf[d]+"/modules/")
+			} else if pw, known := worktreeOf[parentOf[d]]; known {
+				worktreeOf[d] = pw + "/" + strings.TrimPrefix(d, parentOf[d]+"/modules/")
 			}
-			if w, found := worktreeOf[d]; found {
+			if w, known := worktreeOf[d]; known {
 				checkout = w + "/.git"
 			}
 		case foundWorktree:
@@ -139,6 +139,7 @@ func gitDirsOf(r string) (dirs []string, pointer string, links, checkouts []stri
 			if b, ok := readSmall(d + "/gitdir"); ok {
 				if p := strings.TrimRight(string(b), " \t\r\n"); p != "" {
 					checkout = spellFrom(d, p)
+					worktreeOf[d] = path.Dir(checkout)
 				}
 			}
 		}
