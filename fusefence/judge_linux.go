@@ -396,9 +396,9 @@ func (g *grant) chownNew(fd int, st *unix.Stat_t) {
 // outside every root in at that name between the two calls (RENAME_EXCHANGE), and
 // the chown gave it to the caller (found by review; a file create chowns its own
 // descriptor instead, chownNew). A nonzero file-system uid drops the file-system
-// capabilities from the thread's effective set; they are raised again from the
-// permitted set for the create, since the fence, not the host's modes, decides
-// what may be made, as before. The thread's ids and capabilities are put back
+// capabilities from the thread's effective set; the thread's effective set is put
+// back for the create, since the fence, not the host's modes, decides what may be
+// made, as before. The thread's ids and capabilities are put back
 // afterwards; if that cannot be confirmed, the thread is not handed back to the
 // runtime and ends with its goroutine.
 func (g *grant) createAsCaller(create func() error) error {
@@ -419,8 +419,8 @@ func (g *grant) createAsCaller(create func() error) error {
 }
 
 // withFSIDs runs fn on the locked calling thread with file-system ids uid and gid
-// and the effective capabilities raised to the permitted set, then puts back what
-// the thread had. clean reports that it did.
+// and the thread's effective capabilities as they were before the change of ids,
+// then puts back what the thread had. clean reports that it did.
 func withFSIDs(uid, gid int, fn func() error) (err error, clean bool) {
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var saved [2]unix.CapUserData
@@ -429,14 +429,14 @@ func withFSIDs(uid, gid int, fn func() error) (err error, clean bool) {
 	}
 	prevGID, _ := unix.SetfsgidRetGid(gid)
 	prevUID, _ := unix.SetfsuidRetUid(uid)
-	raised := saved
-	for i := range raised {
-		raised[i].Effective = raised[i].Permitted
-	}
-	if cerr := unix.Capset(&hdr, &raised[0]); cerr != nil {
-		err = fmt.Errorf("raising the thread's capabilities: %w", cerr)
+	// The change of fsuid from 0 dropped the file-system capabilities from the
+	// effective set: put back exactly what the thread had, nothing more.
+	if cerr := unix.Capset(&hdr, &saved[0]); cerr != nil {
+		err = fmt.Errorf("raising the thread's capabilities again: %w", cerr)
 	} else if cur, _ := unix.SetfsuidRetUid(-1); cur != uid {
 		err = syscall.EPERM // the ids did not change: nothing is made as root
+	} else if cur, _ := unix.SetfsgidRetGid(-1); cur != gid {
+		err = syscall.EPERM // nor with root's group
 	} else {
 		err = fn()
 	}
