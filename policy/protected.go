@@ -230,8 +230,17 @@ func (x Execution) ProtectedPaths() []ProtectedPath {
 		}
 		for _, sp := range checkouts {
 			// Named, not followed: a .git that is itself a link is protected at its
-			// own name by linksOn.
-			add(ProtectedPath{Path: canon.Canonical(path.Dir(sp)) + "/.git", Reason: ProtectGit}, false)
+			// own name by linksOn. A checkout without one (a submodule never
+			// initialised, or deinitialised) is kept whole instead: a stand-in .git
+			// in it, file or directory, makes git status in the superproject fail
+			// ("not recognized as a git repository"; found by review), and the
+			// directory is empty then.
+			dir := canon.Canonical(path.Dir(sp))
+			if _, err := os.Lstat(dir + "/.git"); err != nil && errors.Is(err, os.ErrNotExist) {
+				add(ProtectedPath{Path: dir, Reason: ProtectGit}, false)
+			} else {
+				add(ProtectedPath{Path: dir + "/.git", Reason: ProtectGit}, false)
+			}
 			for _, l := range linksOn(sp) {
 				add(ProtectedPath{Path: l, Reason: ProtectGit}, true)
 			}

@@ -163,7 +163,7 @@ func TestProtectedPathsWorktreeAndSubmodules(t *testing.T) {
 	got := pathsOf(x.ProtectedPaths(), base)
 	want := []string{
 		"wt/.git file exists git",
-		"wt/vendor/lib/.git dir missing git", // the submodule, not initialised in this worktree
+		"wt/vendor/lib dir exists git", // the submodule, not initialised in this worktree: kept whole
 		"main/vendor/lib/.git file exists git",
 		"main/.git/worktrees/wt/hooks dir missing protect",
 		"main/.git/worktrees/wt/config file missing protect",
@@ -712,7 +712,8 @@ func TestProtectedPathsWalkLimitsFailSafe(t *testing.T) {
 // git submodule deinit, which removes it) is found where its name puts it below the
 // superproject's checkout; one with core.worktree in config.worktree (git
 // sparse-checkout's worktreeConfig) is found there. Found by review: both left the
-// checkout's .git writable, for the user's next git status to follow.
+// checkout's .git writable, for the user's next git status to follow. A checkout
+// without a .git is kept whole (a stand-in .git would break git status).
 func TestProtectedPathsSubmoduleCheckoutWithoutCoreWorktree(t *testing.T) {
 	base, git := gitTree(t)
 	lib, main := filepath.Join(base, "lib"), filepath.Join(base, "main")
@@ -728,13 +729,13 @@ func TestProtectedPathsSubmoduleCheckoutWithoutCoreWorktree(t *testing.T) {
 	if out, err := exec.Command("git", "config", "--file", modCfg, "--get", "core.worktree").Output(); err == nil {
 		t.Fatalf("premise: deinit left core.worktree %q", out)
 	}
-	if got := pathsOf(wwExec(main).ProtectedPaths(), base); !slices.Contains(got, "main/vendor/lib/.git dir missing git") {
+	if got := pathsOf(wwExec(main).ProtectedPaths(), base); !slices.Contains(got, "main/vendor/lib dir exists git") {
 		t.Errorf("after deinit the checkout's .git is not protected: %q", got)
 	}
 	// core.worktree in config.worktree only.
 	mustWrite(t, filepath.Join(main, ".git", "modules", "vendor", "lib", "config.worktree"), "[core]\n\tworktree = ../../../../elsewhere\n")
 	mustMkdir(t, filepath.Join(main, "elsewhere"))
-	if got := pathsOf(wwExec(main).ProtectedPaths(), base); !slices.Contains(got, "main/elsewhere/.git dir missing git") {
+	if got := pathsOf(wwExec(main).ProtectedPaths(), base); !slices.Contains(got, "main/elsewhere dir exists git") {
 		t.Errorf("core.worktree in config.worktree is not followed: %q", got)
 	}
 }
@@ -762,7 +763,7 @@ func TestProtectedPathsSubmodulesFromGitmodules(t *testing.T) {
 	for _, w := range []string{
 		"main/inner/.git/hooks dir exists protect",
 		"main/inner/.git/config file exists protect",
-		"main/never/.git dir missing git",
+		"main/never dir exists git",
 	} {
 		if !slices.Contains(got, w) {
 			t.Errorf("%q missing in %q", w, got)

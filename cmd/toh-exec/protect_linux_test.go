@@ -388,6 +388,43 @@ func TestGitSubmoduleAdd(t *testing.T) {
 	noStandIns(t, s.ws)
 }
 
+// TestUninitialisedSubmoduleStaysUsable: in a plain clone of a repository with a
+// submodule, the submodule's checkout is an empty directory with no .git. A run
+// must not be able to put a .git there (the user's git status would follow it into
+// a git directory of the command's own), and git status must still work in the run:
+// a stand-in .git there made it fail ("not recognized as a git repository"; found
+// by review), so the empty checkout is kept whole instead. Negative control: the
+// planted pointer is refused and absent afterwards; positive: status and a commit
+// elsewhere in the tree work.
+func TestUninitialisedSubmoduleStaysUsable(t *testing.T) {
+	s := newGitScratch(t)
+	lib, origin := filepath.Join(s.beside, "lib"), filepath.Join(s.beside, "origin")
+	for _, d := range []string{lib, origin} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		s.git(t, d, "init", "-q")
+		s.git(t, d, "commit", "-q", "--allow-empty", "-m", filepath.Base(d))
+	}
+	s.git(t, origin, "submodule", "add", "-q", lib, "lib")
+	s.git(t, origin, "commit", "-q", "-m", "lib")
+	if err := os.RemoveAll(s.ws); err != nil {
+		t.Fatal(err)
+	}
+	s.git(t, s.beside, "clone", "-q", origin, s.ws)
+	if ents, err := os.ReadDir(filepath.Join(s.ws, "lib")); err != nil || len(ents) != 0 {
+		t.Fatalf("premise: lib is not an empty checkout: %v %v", ents, err)
+	}
+	e := s.confined(t, s.ws, `echo "gitdir: ../evil" > lib/.git`)
+	refused(t, "a .git planted in the uninitialised submodule", e)
+	absent(t, filepath.Join(s.ws, "lib", ".git"))
+	s.mustRun(t, s.ws, "g status --short >/dev/null && echo x > new.txt && g add new.txt && g commit -q -m new")
+	if got := s.git(t, s.ws, "log", "--format=%s", "-1"); got != "new" {
+		t.Fatalf("log = %q", got)
+	}
+	noStandIns(t, s.ws)
+}
+
 // TestPlantedGitPointerMakesNothingWritable: a .git file is content a confined
 // command can write. Neither a pointer to an arbitrary directory nor one to another
 // repository's real worktree directory (whose back-pointer names another worktree)
