@@ -161,7 +161,7 @@ func gitDirsOf(r string) (dirs []string, pointer string, links, checkouts []stri
 				dotgit := w + "/" + p + "/.git"
 				fi, err := os.Lstat(dotgit)
 				switch {
-				case err == nil && fi.IsDir() && looksLikeGitDir(dotgit):
+				case err == nil && fi.IsDir() && isGitDirAt(dotgit):
 					worktreeOf[dotgit] = w + "/" + p
 					queue = append(queue, dotgit)
 				case err == nil && fi.IsDir():
@@ -177,7 +177,7 @@ func gitDirsOf(r string) (dirs []string, pointer string, links, checkouts []stri
 			}
 		}
 		for _, w := range subdirs(d + "/worktrees") {
-			if !looksLikeGitDir(w) {
+			if !isGitDirAt(w) {
 				continue // an empty or stray directory: git ignores it too
 			}
 			if found[w] == 0 {
@@ -214,7 +214,7 @@ func moduleGitDirs(dir string, depth int, reads *int) (out []string, truncated b
 	}
 	*reads++
 	for _, s := range subdirs(dir) {
-		if looksLikeGitDir(s) {
+		if isGitDirAt(s) {
 			out = append(out, s)
 		} else {
 			more, cut := moduleGitDirs(s, depth+1, reads)
@@ -239,6 +239,17 @@ func subdirs(dir string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// isGitDirAt reports whether the walk takes d, below a modules/ or worktrees/
+// directory or a checkout, for a git directory: it looks like one, or it holds a
+// file the walk protects in every git directory it finds (config, commondir, or a
+// worktree's gitdir back-pointer). HEAD, objects/ and refs/ are the command's to
+// remove: moving HEAD aside in one run once made the next run's walk pass the
+// directory by and leave its config writable (found by review); what is protected
+// cannot be removed, so once found, a git directory stays found.
+func isGitDirAt(d string) bool {
+	return looksLikeGitDir(d) || isRegular(d+"/config") || isRegular(d+"/commondir") || isRegular(d+"/gitdir")
 }
 
 // looksLikeGitDir reports whether d has what git itself requires of a git directory:

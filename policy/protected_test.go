@@ -775,3 +775,36 @@ func TestProtectedPathsSubmodulesFromGitmodules(t *testing.T) {
 		}
 	}
 }
+
+// A git directory found once stays found: HEAD, objects/ and refs/ are not
+// protected, and moving a submodule's or a worktree's HEAD aside in one run once
+// made the next run pass the directory by, its config (or commondir) writable
+// (found by review). What the walk protects (config, commondir) anchors it.
+func TestProtectedPathsGitDirWithoutHead(t *testing.T) {
+	base, git := gitTree(t)
+	lib, main := filepath.Join(base, "lib"), filepath.Join(base, "main")
+	for _, d := range []string{lib, main} {
+		mustMkdir(t, d)
+		git(d, "init", "-q")
+		git(d, "commit", "-q", "--allow-empty", "-m", filepath.Base(d))
+	}
+	git(main, "submodule", "add", "-q", lib, "lib")
+	git(main, "commit", "-q", "-m", "lib")
+	git(main, "worktree", "add", "-q", filepath.Join(main, "wt"))
+	for _, d := range []string{".git/modules/lib", ".git/worktrees/wt"} {
+		if err := os.Rename(filepath.Join(main, d, "HEAD"), filepath.Join(main, d, "HEAD.aside")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := pathsOf(wwExec(main).ProtectedPaths(), base)
+	for _, w := range []string{
+		"main/.git/modules/lib/config file exists protect",
+		"main/.git/modules/lib/hooks dir exists protect",
+		"main/.git/worktrees/wt/commondir file exists git",
+		"main/wt/.git file exists git",
+	} {
+		if !slices.Contains(got, w) {
+			t.Errorf("with HEAD moved aside, %q is missing in %q", w, got)
+		}
+	}
+}
