@@ -161,8 +161,13 @@ var fenceCases = []fenceCase{
 	// one of the command's own (found by review).
 	{name: "submodule checkout pointer", tree: submoduleCheckoutTree, dir: "lib/sub", file: "lib/sub/.git",
 		v: verdict{dir: "", dname: RuleProtected, name: RuleProtected, replace: RuleProtected, link: RuleProtected, content: RuleProtected, create: RuleProtected}},
-	{name: "not a git directory below modules/", tree: []string{"dir src/.git/modules/junk/hooks", "file src/.git/modules/junk/config [core]"},
+	{name: "not a git directory below modules/", tree: []string{"dir src/.git/modules/junk/hooks", "file src/.git/modules/junk/description x"},
 		dir: ".git/modules/junk/hooks", v: all("")},
+	// A config anchors a git directory: HEAD can be moved aside, the protected
+	// config cannot (policy.isGitDirAt).
+	{name: "a submodule gitdir without HEAD", tree: []string{"dir src/.git/hooks", "file src/.git/config [core]",
+		"dir src/.git/modules/junk/hooks", "file src/.git/modules/junk/config [core]"},
+		dir: ".git/modules/junk/hooks", v: all(RuleProtected)},
 	{name: "creating commondir in a repository", tree: []string{"dir src/.git/hooks", "file src/.git/config [core]"},
 		dir: ".git", file: ".git/commondir",
 		v: verdict{dname: RuleProtected, name: hidden, replace: RuleProtected, link: hidden, content: hidden, create: RuleProtected}},

@@ -110,9 +110,10 @@
 // cannot remove or move such a checkout either); every git directory's commondir (git reads config and
 // hooks from the directory it names: creating ".git/commondir" in an ordinary
 // repository redirects both, which this project verified with git 2.39), and
-// config.worktree beside a protected config. A missing commondir or config.worktree
-// is PathAbsent: no stand-in may be put there (git dies on an empty commondir), so
-// only backends that can deny a name keep it from being created.
+// config.worktree beside a protected config. A missing commondir is PathAbsent: no
+// stand-in may be put there (git dies on an empty commondir), so only backends that
+// can deny a name keep it from being created. A missing config.worktree gets an
+// empty file stand-in, which git reads as no settings.
 //
 // What protection does not cover, and cannot without breaking git in workspace-write:
 // the index and the working tree stay writable, so a command can stage a nested

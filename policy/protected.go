@@ -115,9 +115,9 @@ func kindOfMissing(p string) PathKind {
 //     common directory, <common>/worktrees/*, submodule git directories below
 //     modules/, recursively; and r itself when it is a git directory). Then, for
 //     each of those git directories, its commondir (PathAbsent when missing), and
-//     config.worktree when ".git/config" or ".git" is protected (PathAbsent when
-//     missing; git reads it only with extensions.worktreeConfig, which lives in the
-//     protected config), and r/.git itself when it is a pointer file. Then the .git
+//     config.worktree when ".git/config" or ".git" is protected (a file stand-in
+//     when missing: git reads an empty one as no settings), and r/.git itself when
+//     it is a pointer file. Then the .git
 //     of each submodule checkout and linked worktree whose git directory was found,
 //     where its checkout directory exists (gitDirsOf's checkouts).
 //
@@ -254,7 +254,11 @@ func (x Execution) ProtectedPaths() []ProtectedPath {
 			}
 			add(ProtectedPath{Path: d + "/commondir", Reason: ProtectGit, GitDir: d}, true)
 			if gitConfig {
-				add(ProtectedPath{Path: d + "/config.worktree", Reason: ProtectGit, Entry: ".git/config", GitDir: d}, true)
+				// Missing, it gets an empty file stand-in: git reads an empty
+				// config.worktree as no settings (checked with git 2.39), and
+				// without one a command could create it with core.fsmonitor where
+				// extensions.worktreeConfig is on (found by review).
+				add(ProtectedPath{Path: d + "/config.worktree", Reason: ProtectGit, Entry: ".git/config", GitDir: d}, false)
 			}
 		}
 	}

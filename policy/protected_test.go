@@ -95,7 +95,7 @@ func TestProtectedPathsPlainRepository(t *testing.T) {
 		"ws/.git/hooks dir exists protect",
 		"ws/.git/config file exists protect",
 		"ws/.git/commondir absent missing git",
-		"ws/.git/config.worktree absent missing git",
+		"ws/.git/config.worktree file missing git",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("ProtectedPaths (-want +got):\n%s", diff)
@@ -168,15 +168,15 @@ func TestProtectedPathsWorktreeAndSubmodules(t *testing.T) {
 		"main/.git/worktrees/wt/hooks dir missing protect",
 		"main/.git/worktrees/wt/config file missing protect",
 		"main/.git/worktrees/wt/commondir file exists git",
-		"main/.git/worktrees/wt/config.worktree absent missing git",
+		"main/.git/worktrees/wt/config.worktree file missing git",
 		"main/.git/hooks dir exists protect",
 		"main/.git/config file exists protect",
 		"main/.git/commondir absent missing git",
-		"main/.git/config.worktree absent missing git",
+		"main/.git/config.worktree file missing git",
 		"main/.git/modules/deps/lib/hooks dir exists protect",
 		"main/.git/modules/deps/lib/config file exists protect",
 		"main/.git/modules/deps/lib/commondir absent missing git",
-		"main/.git/modules/deps/lib/config.worktree absent missing git",
+		"main/.git/modules/deps/lib/config.worktree file missing git",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("from the worktree (-want +got):\n%s", diff)
@@ -296,7 +296,7 @@ func TestProtectedPathsFollowPlantedPointer(t *testing.T) {
 		"elsewhere/hooks dir missing protect",
 		"elsewhere/config file missing protect",
 		"elsewhere/commondir absent missing git",
-		"elsewhere/config.worktree absent missing git",
+		"elsewhere/config.worktree file missing git",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)

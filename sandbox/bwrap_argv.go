@@ -104,7 +104,7 @@ import (
 // is killed). The argv names the stand-ins, so it is only complete together with Run:
 // spawned directly while a protected path is missing, bwrap fails on the missing
 // mount source, which is a runner failure, never an unconfined run. Missing paths of
-// Kind PathAbsent (commondir, config.worktree, the policy file and its lock) get no
+// Kind PathAbsent (commondir, the policy file and its lock) get no
 // stand-in, because their mere existence changes what git or the policy writers do;
 // bwrap cannot keep them from being created (the sandbox package doc lists this).
 //

@@ -48,8 +48,7 @@
 //	protect, missing paths          stand-ins        (all read-only)       NOT governed
 //	protect, below a non-directory  non-dir pinned   (all read-only)       NOT governed
 //	protect, a symlink's own name   run refused      (all read-only)       NOT governed
-//	missing commondir,              NOT governed     (all read-only)       NOT governed
-//	  config.worktree, policy lock
+//	missing commondir, policy lock  NOT governed     (all read-only)       NOT governed
 //
 // Seatbelt (macOS, built and golden-tested here, never run): every protected path,
 // existing or missing, gets a deny rule, and the directories on the way to one may be
@@ -97,9 +96,8 @@
 // the directories above it; for a missing one [Run] first creates an empty stand-in
 // that bwrap rebinds the same way, and removes it after the run, so nothing is left
 // in the user's tree (standins_linux.go: mechanism, concurrent runs, what a SIGKILL of
-// toh-exec leaves). Paths whose mere existence matters to git (commondir,
-// config.worktree) or to the policy writers (the policy file and its lock) get no
-// stand-in, so bwrap cannot keep them from being created when missing: a command can
+// toh-exec leaves). Paths whose mere existence matters to git (commondir) or to the
+// policy writers (the policy file and its lock) get no stand-in, so bwrap cannot keep them from being created when missing: a command can
 // create ".git/commondir" in an ordinary repository and so redirect where git reads
 // config and hooks from, for the user's next git command. Seatbelt and the fence deny
 // it. A lock file a command creates can only ever be a lock (the writers refuse one

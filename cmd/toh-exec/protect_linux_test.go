@@ -425,6 +425,26 @@ func TestUninitialisedSubmoduleStaysUsable(t *testing.T) {
 	noStandIns(t, s.ws)
 }
 
+// TestConfigWorktreeCannotBeCreated: with extensions.worktreeConfig on, git reads
+// .git/config.worktree after the protected config, so a command that could create it
+// could set core.fsmonitor for the user's next git command (found by review; it was
+// left to backends that deny names). bwrap now keeps an empty stand-in there during
+// the run, which git reads as no settings. Negative control: the create is refused
+// and nothing is left; positive: git status and a commit work in the run.
+func TestConfigWorktreeCannotBeCreated(t *testing.T) {
+	s := newGitScratch(t)
+	s.git(t, s.ws, "init", "-q")
+	s.git(t, s.ws, "config", "extensions.worktreeConfig", "true")
+	s.git(t, s.ws, "commit", "-q", "--allow-empty", "-m", "one")
+	cw := filepath.Join(s.ws, ".git", "config.worktree")
+	e := s.confined(t, s.ws, `printf '[core]\n\tfsmonitor = echo planted\n' > .git/config.worktree`)
+	refused(t, "creating .git/config.worktree", e)
+	absent(t, cw)
+	s.mustRun(t, s.ws, "g status --short >/dev/null && echo x > f && g add f && g commit -q -m two")
+	absent(t, cw)
+	noStandIns(t, s.ws)
+}
+
 // TestPlantedGitPointerMakesNothingWritable: a .git file is content a confined
 // command can write. Neither a pointer to an arbitrary directory nor one to another
 // repository's real worktree directory (whose back-pointer names another worktree)
