@@ -419,6 +419,36 @@ func submodulePaths(w string) []string {
 	return out
 }
 
+// configIncludes returns the files the git configuration file names with
+// include.path and includeIf.<condition>.path, spelled as git resolves them: "~/"
+// from home, a relative path from the file's directory. Conditions are not
+// evaluated (any may hold later), and the included files' own includes are not
+// followed.
+func configIncludes(file, home string) []string {
+	b, ok := readSmallMax(file, maxConfigBytes)
+	if !ok {
+		return nil
+	}
+	plain, _ := configScan(string(b), "include", "path", false)
+	conditional, _ := configScan(string(b), "includeif", "path", true)
+	var out []string
+	for _, v := range slices.Concat(plain, conditional) {
+		switch {
+		case v == "":
+			continue
+		case strings.HasPrefix(v, "~/"):
+			if home == "" {
+				continue
+			}
+			v = home + v[1:]
+		case !path.IsAbs(v):
+			v = path.Dir(file) + "/" + v
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
 // configValue returns the last value of section.key (no subsection) in the git
 // configuration file, read as git's config parser reads it: section and key names
 // case-insensitive, a key on the header's line, values with double quotes,
@@ -451,6 +481,9 @@ func configLookup(s, section, key string) (value string, found, parsed bool) {
 func configScan(s, section, key string, sub bool) (values []string, parsed bool) {
 	in := false // the current section is the one asked for
 	i := 0
+	if strings.HasPrefix(s, "\xef\xbb\xbf") {
+		i = 3 // a UTF-8 byte order mark, which git skips too (found by review)
+	}
 	for i < len(s) {
 		c := s[i]
 		switch {

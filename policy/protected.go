@@ -84,6 +84,12 @@ var gitFileNames = map[string]bool{
 	"COMMIT_EDITMSG": true, "gitdir": true,
 }
 
+// homeDir is $HOME, where git looks for "~/" in an include; "" when unset.
+func homeDir() string {
+	h, _ := os.UserHomeDir()
+	return h
+}
+
 // kindOfMissing is the documented rule for what may stand in for a missing protected
 // path: a file when its last component is a name git keeps as a file (config, HEAD,
 // index, ...) or has an extension (a dot after its first character: "key.pem",
@@ -254,6 +260,14 @@ func (x Execution) ProtectedPaths() []ProtectedPath {
 			}
 			add(ProtectedPath{Path: d + "/commondir", Reason: ProtectGit, GitDir: d}, true)
 			if gitConfig {
+				// What the protected config includes is configuration too: a
+				// shared "../.gitconfig.shared", or an includeIf's file in .git
+				// (found by review). Missing, it gets no stand-in (a directory
+				// there would break git's reading); only backends that deny names
+				// keep it from being made.
+				for _, inc := range configIncludes(d+"/config", homeDir()) {
+					add(ProtectedPath{Path: canon.Canonical(inc), Reason: ProtectGit, Entry: ".git/config", GitDir: d}, true)
+				}
 				// Missing, it gets an empty file stand-in: git reads an empty
 				// config.worktree as no settings (checked with git 2.39), and
 				// without one a command could create it with core.fsmonitor where

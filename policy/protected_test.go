@@ -808,3 +808,34 @@ func TestProtectedPathsGitDirWithoutHead(t *testing.T) {
 		}
 	}
 }
+
+// What a protected config includes is protected too: include.path (a shared file in
+// the worktree, as some teams keep) and includeIf.*.path, whatever the condition,
+// resolved from the config's directory, "~/" from $HOME; a missing one gets no
+// stand-in. Found by review: a command wrote core.fsmonitor into either. A UTF-8
+// byte order mark before a config's first section is skipped, as git does.
+func TestProtectedPathsConfigIncludes(t *testing.T) {
+	base, git := gitTree(t)
+	main := filepath.Join(base, "main")
+	mustMkdir(t, main)
+	git(main, "init", "-q")
+	mustWrite(t, filepath.Join(main, ".gitconfig.shared"), "[core]\n")
+	cfg := filepath.Join(main, ".git", "config")
+	b, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, cfg, "\xef\xbb\xbf"+string(b)+"[include]\n\tpath = ../.gitconfig.shared\n[includeIf \"onbranch:main\"]\n\tpath = extra.cfg\n")
+	if out, err := exec.Command("git", "-C", main, "status", "--short").CombinedOutput(); err != nil {
+		t.Fatalf("premise: git cannot read the config: %v\n%s", err, out)
+	}
+	got := pathsOf(wwExec(main).ProtectedPaths(), base)
+	for _, w := range []string{
+		"main/.gitconfig.shared file exists git",
+		"main/.git/extra.cfg absent missing git",
+	} {
+		if !slices.Contains(got, w) {
+			t.Errorf("%q missing in %q", w, got)
+		}
+	}
+}
