@@ -115,6 +115,11 @@
 // can deny a name keep it from being created. A missing config.worktree gets an
 // empty file stand-in, which git reads as no settings.
 //
+// Not found yet, and so not protected: a submodule whose git directory lies inside
+// its checkout when no .gitmodules lists it (git finds gitlinks in the index, which
+// is not read here), and the submodules of an enclosing repository inside a "repo/sub"
+// workspace (only the enclosing repository's .git is kept from being shadowed).
+//
 // What protection does not cover, and cannot without breaking git in workspace-write:
 // the index and the working tree stay writable, so a command can stage a nested
 // repository as a gitlink; "git status" in the superproject then runs git in it,
