@@ -117,8 +117,8 @@
 //
 // Not found yet, and so not protected: a submodule whose git directory lies inside
 // its checkout when no .gitmodules lists it (git finds gitlinks in the index, which
-// is not read here), and the submodules of an enclosing repository inside a "repo/sub"
-// workspace (only the enclosing repository's .git is kept from being shadowed).
+// is not read here). In a "repo/sub" workspace the enclosing repository's structure
+// that lies inside it (its submodules' checkouts there) is protected like a root's.
 //
 // What protection does not cover, and cannot without breaking git in workspace-write:
 // the index and the working tree stay writable, so a command can stage a nested

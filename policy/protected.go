@@ -216,7 +216,11 @@ func (x Execution) ProtectedPaths() []ProtectedPath {
 				}
 			}
 		}
-		if len(dirs) == 0 && pointer == "" && len(links) == 0 && insideRepository(r) {
+		top, inside := "", false
+		if len(dirs) == 0 && pointer == "" && len(links) == 0 {
+			top, inside = enclosingRepository(r)
+		}
+		if inside {
 			// No repository of its own, inside someone's: a ".git" made here would
 			// shadow the enclosing repository for every git command run in r, the
 			// user's next one included, with hooks and configuration of the command's
@@ -227,6 +231,17 @@ func (x Execution) ProtectedPaths() []ProtectedPath {
 			// HEAD. objects, refs and config are common names in a project.
 			add(ProtectedPath{Path: r + "/.git", Reason: ProtectGit, Entry: ".git"}, false)
 			add(ProtectedPath{Path: r + "/HEAD", Reason: ProtectGit, Entry: "HEAD"}, false)
+			// And what of the enclosing repository lies in r: its submodules'
+			// checkouts (a rewritten "sub/lib/.git" sends the user's git status in
+			// the repository into a git directory of the command's; found by
+			// review), their git directories where they are inside, and the links
+			// on the way. The rest of its structure is outside r, read-only anyway.
+			ed, _, el, ec, _ := gitDirsOf(top)
+			dirs = slices.DeleteFunc(ed, func(d string) bool { return !canon.LexicallyWithin(d, r) })
+			links = slices.DeleteFunc(el, func(l string) bool { return !canon.LexicallyWithin(l, r) })
+			checkouts = slices.DeleteFunc(ec, func(sp string) bool {
+				return !canon.LexicallyWithin(canon.Canonical(path.Dir(sp)), r)
+			})
 		}
 		if pointer != "" {
 			add(ProtectedPath{Path: pointer, Reason: ProtectGit}, false)
@@ -320,17 +335,18 @@ func (x Execution) WithWorktreeRoots() Execution {
 	return x
 }
 
-// insideRepository reports whether a directory above r holds a ".git" (a directory,
-// a pointer file or a link), where git's discovery from r would find a repository.
-// It does not stop where git would (a file system boundary, GIT_CEILING_DIRECTORIES):
-// protecting one name too many only refuses "git init" in r.
-func insideRepository(r string) bool {
+// enclosingRepository returns the nearest directory above r that holds a ".git" (a
+// directory, a pointer file or a link), where git's discovery from r would find a
+// repository. It does not stop where git would (a file system boundary,
+// GIT_CEILING_DIRECTORIES): protecting one name too many only refuses "git init" in
+// r.
+func enclosingRepository(r string) (string, bool) {
 	for d := path.Dir(r); ; d = path.Dir(d) {
 		if _, err := os.Lstat(canon.HostSpelling(path.Join(d, ".git"))); err == nil {
-			return true
+			return d, true
 		}
 		if d == "/" {
-			return false
+			return "", false
 		}
 	}
 }

@@ -839,3 +839,31 @@ func TestProtectedPathsConfigIncludes(t *testing.T) {
 		}
 	}
 }
+
+// A workspace that is a subdirectory of a repository ("repo/sub") gets the
+// enclosing repository's submodule checkouts inside it protected: a rewritten
+// sub/lib/.git sent the user's git status in the repository into a git directory of
+// the command's own (found by review). Nothing of the enclosing repository outside
+// the workspace is listed.
+func TestProtectedPathsEnclosingRepositorySubmodules(t *testing.T) {
+	base, git := gitTree(t)
+	lib, repo := filepath.Join(base, "lib"), filepath.Join(base, "repo")
+	for _, d := range []string{lib, repo} {
+		mustMkdir(t, d)
+		git(d, "init", "-q")
+		git(d, "commit", "-q", "--allow-empty", "-m", filepath.Base(d))
+	}
+	git(repo, "submodule", "add", "-q", lib, "sub/lib")
+	git(repo, "submodule", "add", "-q", lib, "other")
+	got := pathsOf(wwExec(filepath.Join(repo, "sub")).ProtectedPaths(), base)
+	for _, w := range []string{"repo/sub/.git dir missing git", "repo/sub/lib/.git file exists git"} {
+		if !slices.Contains(got, w) {
+			t.Errorf("%q missing in %q", w, got)
+		}
+	}
+	for _, p := range got {
+		if !strings.HasPrefix(p, "repo/sub/") {
+			t.Errorf("%q lies outside the workspace", p)
+		}
+	}
+}

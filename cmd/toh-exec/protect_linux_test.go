@@ -445,6 +445,37 @@ func TestConfigWorktreeCannotBeCreated(t *testing.T) {
 	noStandIns(t, s.ws)
 }
 
+// TestEnclosingRepositorySubmoduleInWorkspace: with the workspace a subdirectory
+// of a repository, a submodule checkout of that repository inside the workspace
+// keeps its .git pointer (found by review: rewritten, the user's git status in the
+// repository followed it into a git directory of the command's own). Negative
+// control: the rewrite is refused and the pointer unchanged; positive: a file in the
+// submodule checkout and one beside it are written.
+func TestEnclosingRepositorySubmoduleInWorkspace(t *testing.T) {
+	s := newGitScratch(t)
+	lib := filepath.Join(s.beside, "lib")
+	if err := os.Mkdir(lib, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s.git(t, lib, "init", "-q")
+	s.git(t, lib, "commit", "-q", "--allow-empty", "-m", "lib")
+	s.git(t, s.ws, "init", "-q")
+	s.git(t, s.ws, "commit", "-q", "--allow-empty", "-m", "one")
+	s.git(t, s.ws, "submodule", "add", "-q", lib, "sub/lib")
+	sub := filepath.Join(s.ws, "sub")
+	pointer := filepath.Join(sub, "lib", ".git")
+	before, err := os.ReadFile(pointer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := s.confined(t, sub, `echo "gitdir: ../../evil" > lib/.git`)
+	refused(t, "rewriting the enclosing repository's submodule pointer", e)
+	present(t, pointer, string(before))
+	s.mustRun(t, sub, "echo x > lib/f && echo y > g")
+	present(t, filepath.Join(sub, "lib", "f"), "x\n")
+	noStandIns(t, s.ws)
+}
+
 // TestPlantedGitPointerMakesNothingWritable: a .git file is content a confined
 // command can write. Neither a pointer to an arbitrary directory nor one to another
 // repository's real worktree directory (whose back-pointer names another worktree)
