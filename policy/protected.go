@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path"
 	"slices"
@@ -82,6 +83,17 @@ var gitFileNames = map[string]bool{
 	"config": true, "HEAD": true, "index": true, "packed-refs": true, "description": true,
 	"shallow": true, "FETCH_HEAD": true, "ORIG_HEAD": true, "MERGE_HEAD": true,
 	"COMMIT_EDITMSG": true, "gitdir": true,
+}
+
+// isEmptyDir reports whether d is a directory with no entries.
+func isEmptyDir(d string) bool {
+	f, err := os.Open(d)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(1)
+	return len(names) == 0 && err == io.EOF
 }
 
 // homeDir is $HOME, where git looks for "~/" in an include; "" when unset.
@@ -251,13 +263,15 @@ func (x Execution) ProtectedPaths() []ProtectedPath {
 		}
 		for _, sp := range checkouts {
 			// Named, not followed: a .git that is itself a link is protected at its
-			// own name by linksOn. A checkout without one (a submodule never
+			// own name by linksOn. An empty checkout without one (a submodule never
 			// initialised, or deinitialised) is kept whole instead: a stand-in .git
 			// in it, file or directory, makes git status in the superproject fail
-			// ("not recognized as a git repository"; found by review), and the
-			// directory is empty then.
+			// ("not recognized as a git repository"; found by review). A checkout
+			// with content gets the stand-in: a planted submodule config naming a
+			// project directory as its checkout must not make that directory
+			// read-only in later runs.
 			dir := canon.Canonical(path.Dir(sp))
-			if _, err := os.Lstat(dir + "/.git"); err != nil && errors.Is(err, os.ErrNotExist) {
+			if _, err := os.Lstat(dir + "/.git"); err != nil && errors.Is(err, os.ErrNotExist) && isEmptyDir(dir) {
 				add(ProtectedPath{Path: dir, Reason: ProtectGit}, false)
 			} else {
 				add(ProtectedPath{Path: dir + "/.git", Reason: ProtectGit}, false)

@@ -867,3 +867,19 @@ func TestProtectedPathsEnclosingRepositorySubmodules(t *testing.T) {
 		}
 	}
 }
+
+// A checkout with content but no .git gets a .git stand-in, never the whole
+// directory: a run could plant a submodule git directory whose core.worktree names
+// a project directory, and that directory must stay writable in later runs.
+func TestProtectedPathsPlantedCheckoutKeepsProjectWritable(t *testing.T) {
+	base, git := gitTree(t)
+	main := filepath.Join(base, "main")
+	mustMkdir(t, main)
+	git(main, "init", "-q")
+	mustWrite(t, filepath.Join(main, "src", "app.go"), "package app\n")
+	mustWrite(t, filepath.Join(main, ".git", "modules", "x", "config"), "[core]\n\tworktree = ../../../src\n")
+	got := pathsOf(wwExec(main).ProtectedPaths(), base)
+	if slices.Contains(got, "main/src dir exists git") || !slices.Contains(got, "main/src/.git dir missing git") {
+		t.Errorf("a planted checkout with content: %q", got)
+	}
+}
