@@ -201,11 +201,7 @@ func TestProtectedPathsWorktreeAndSubmodules(t *testing.T) {
 func TestProtectedPathsSubmoduleCheckouts(t *testing.T) {
 	base, git := gitTree(t)
 	inner, lib, main := filepath.Join(base, "inner"), filepath.Join(base, "lib"), filepath.Join(base, "main")
-	for _, d := range []string{inner, lib, main} {
-		mustMkdir(t, d)
-		git(d, "init", "-q")
-		git(d, "commit", "-q", "--allow-empty", "-m", filepath.Base(d))
-	}
+	committedRepos(t, git, inner, lib, main)
 	git(lib, "-c", "protocol.file.allow=always", "submodule", "add", "-q", inner, "in")
 	git(lib, "commit", "-q", "-m", "in")
 	git(main, "-c", "protocol.file.allow=always", "submodule", "add", "-q", lib, "vendor/lib")
@@ -681,11 +677,7 @@ func TestCheckRootSpellings(t *testing.T) {
 func TestProtectedPathsWalkLimitsFailSafe(t *testing.T) {
 	base, git := gitTree(t)
 	lib, main := filepath.Join(base, "lib"), filepath.Join(base, "main")
-	for _, d := range []string{lib, main} {
-		mustMkdir(t, d)
-		git(d, "init", "-q")
-		git(d, "commit", "-q", "--allow-empty", "-m", filepath.Base(d))
-	}
+	committedRepos(t, git, lib, main)
 	git(main, "submodule", "add", "-q", lib, "lib")
 	subConfig := "main/.git/modules/lib/config file exists protect"
 	wholeGit := "main/.git dir exists git"
@@ -717,11 +709,7 @@ func TestProtectedPathsWalkLimitsFailSafe(t *testing.T) {
 func TestProtectedPathsSubmoduleCheckoutWithoutCoreWorktree(t *testing.T) {
 	base, git := gitTree(t)
 	lib, main := filepath.Join(base, "lib"), filepath.Join(base, "main")
-	for _, d := range []string{lib, main} {
-		mustMkdir(t, d)
-		git(d, "init", "-q")
-		git(d, "commit", "-q", "--allow-empty", "-m", filepath.Base(d))
-	}
+	committedRepos(t, git, lib, main)
 	git(main, "submodule", "add", "-q", lib, "vendor/lib")
 	git(main, "commit", "-q", "-m", "lib")
 	modCfg := filepath.Join(main, ".git", "modules", "vendor", "lib", "config")
@@ -747,11 +735,7 @@ func TestProtectedPathsSubmoduleCheckoutWithoutCoreWorktree(t *testing.T) {
 func TestProtectedPathsSubmodulesFromGitmodules(t *testing.T) {
 	base, git := gitTree(t)
 	lib, main := filepath.Join(base, "lib"), filepath.Join(base, "main")
-	for _, d := range []string{lib, main} {
-		mustMkdir(t, d)
-		git(d, "init", "-q")
-		git(d, "commit", "-q", "--allow-empty", "-m", filepath.Base(d))
-	}
+	committedRepos(t, git, lib, main)
 	git(main, "clone", "-q", lib, "inner")
 	git(main, "submodule", "add", "-q", lib, "inner")
 	mustMkdir(t, filepath.Join(main, "never"))
@@ -783,11 +767,7 @@ func TestProtectedPathsSubmodulesFromGitmodules(t *testing.T) {
 func TestProtectedPathsGitDirWithoutHead(t *testing.T) {
 	base, git := gitTree(t)
 	lib, main := filepath.Join(base, "lib"), filepath.Join(base, "main")
-	for _, d := range []string{lib, main} {
-		mustMkdir(t, d)
-		git(d, "init", "-q")
-		git(d, "commit", "-q", "--allow-empty", "-m", filepath.Base(d))
-	}
+	committedRepos(t, git, lib, main)
 	git(main, "submodule", "add", "-q", lib, "lib")
 	git(main, "commit", "-q", "-m", "lib")
 	git(main, "worktree", "add", "-q", filepath.Join(main, "wt"))
@@ -848,11 +828,7 @@ func TestProtectedPathsConfigIncludes(t *testing.T) {
 func TestProtectedPathsEnclosingRepositorySubmodules(t *testing.T) {
 	base, git := gitTree(t)
 	lib, repo := filepath.Join(base, "lib"), filepath.Join(base, "repo")
-	for _, d := range []string{lib, repo} {
-		mustMkdir(t, d)
-		git(d, "init", "-q")
-		git(d, "commit", "-q", "--allow-empty", "-m", filepath.Base(d))
-	}
+	committedRepos(t, git, lib, repo)
 	git(repo, "submodule", "add", "-q", lib, "sub/lib")
 	git(repo, "submodule", "add", "-q", lib, "other")
 	got := pathsOf(wwExec(filepath.Join(repo, "sub")).ProtectedPaths(), base)
@@ -881,5 +857,15 @@ func TestProtectedPathsPlantedCheckoutKeepsProjectWritable(t *testing.T) {
 	got := pathsOf(wwExec(main).ProtectedPaths(), base)
 	if slices.Contains(got, "main/src dir exists git") || !slices.Contains(got, "main/src/.git dir missing git") {
 		t.Errorf("a planted checkout with content: %q", got)
+	}
+}
+
+// committedRepos makes each directory a repository with one empty commit.
+func committedRepos(t *testing.T, git func(dir string, args ...string), dirs ...string) {
+	t.Helper()
+	for _, d := range dirs {
+		mustMkdir(t, d)
+		git(d, "init", "-q")
+		git(d, "commit", "-q", "--allow-empty", "-m", filepath.Base(d))
 	}
 }

@@ -51,6 +51,18 @@ func newGitScratch(t *testing.T) *gitScratch {
 	return &gitScratch{scratch: s, env: []string{"GIT_CONFIG_NOSYSTEM=1", "HOME=" + home, "GIT_CONFIG_GLOBAL=/dev/null"}}
 }
 
+// committedRepo makes a repository with one empty commit beside the workspace.
+func (s *gitScratch) committedRepo(t *testing.T, name string) string {
+	t.Helper()
+	d := filepath.Join(s.beside, name)
+	if err := os.Mkdir(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s.git(t, d, "init", "-q")
+	s.git(t, d, "commit", "-q", "--allow-empty", "-m", name)
+	return d
+}
+
 // confined runs script under bwrap in workspace-write with dir as the working
 // directory (and so the workspace root).
 func (s *gitScratch) confined(t *testing.T, dir, script string, args ...string) envelope {
@@ -329,12 +341,7 @@ func TestGitLinkedWorktree(t *testing.T) {
 // protected like any other.
 func TestGitSubmoduleAdd(t *testing.T) {
 	s := newGitScratch(t)
-	lib := filepath.Join(s.beside, "lib")
-	if err := os.Mkdir(lib, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	s.git(t, lib, "init", "-q")
-	s.git(t, lib, "commit", "-q", "--allow-empty", "-m", "lib")
+	lib := s.committedRepo(t, "lib")
 	s.git(t, s.ws, "init", "-q")
 	s.git(t, s.ws, "add", "notes.txt")
 	s.git(t, s.ws, "commit", "-q", "-m", "one")
@@ -398,14 +405,7 @@ func TestGitSubmoduleAdd(t *testing.T) {
 // elsewhere in the tree work.
 func TestUninitialisedSubmoduleStaysUsable(t *testing.T) {
 	s := newGitScratch(t)
-	lib, origin := filepath.Join(s.beside, "lib"), filepath.Join(s.beside, "origin")
-	for _, d := range []string{lib, origin} {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		s.git(t, d, "init", "-q")
-		s.git(t, d, "commit", "-q", "--allow-empty", "-m", filepath.Base(d))
-	}
+	lib, origin := s.committedRepo(t, "lib"), s.committedRepo(t, "origin")
 	s.git(t, origin, "submodule", "add", "-q", lib, "lib")
 	s.git(t, origin, "commit", "-q", "-m", "lib")
 	if err := os.RemoveAll(s.ws); err != nil {
@@ -453,12 +453,7 @@ func TestConfigWorktreeCannotBeCreated(t *testing.T) {
 // submodule checkout and one beside it are written.
 func TestEnclosingRepositorySubmoduleInWorkspace(t *testing.T) {
 	s := newGitScratch(t)
-	lib := filepath.Join(s.beside, "lib")
-	if err := os.Mkdir(lib, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	s.git(t, lib, "init", "-q")
-	s.git(t, lib, "commit", "-q", "--allow-empty", "-m", "lib")
+	lib := s.committedRepo(t, "lib")
 	s.git(t, s.ws, "init", "-q")
 	s.git(t, s.ws, "commit", "-q", "--allow-empty", "-m", "one")
 	s.git(t, s.ws, "submodule", "add", "-q", lib, "sub/lib")
