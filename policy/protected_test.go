@@ -187,11 +187,7 @@ func TestProtectedPathsWorktreeAndSubmodules(t *testing.T) {
 	// which the user's git follows into git directories of the command's own if it
 	// can rewrite them; and the back-pointer itself, which says where to look.
 	got = pathsOf(wwExec(main).ProtectedPaths(), base)
-	for _, w := range append(slices.Delete(slices.Clone(want), 1, 2), "main/.git/worktrees/wt/gitdir file exists git") {
-		if !slices.Contains(got, w) {
-			t.Errorf("from main: %q missing in %q", w, got)
-		}
-	}
+	mustContain(t, "from main: ", got, append(slices.Delete(slices.Clone(want), 1, 2), "main/.git/worktrees/wt/gitdir file exists git")...)
 }
 
 // A submodule checkout's pointer is found through core.worktree of the submodule's
@@ -208,15 +204,9 @@ func TestProtectedPathsSubmoduleCheckouts(t *testing.T) {
 	git(main, "-c", "protocol.file.allow=always", "submodule", "update", "-q", "--init", "--recursive")
 	git(main, "commit", "-q", "-m", "lib")
 	got := pathsOf(wwExec(main).ProtectedPaths(), base)
-	for _, w := range []string{
-		"main/vendor/lib/.git file exists git",
+	mustContain(t, "", got, "main/vendor/lib/.git file exists git",
 		"main/vendor/lib/in/.git file exists git",
-		"main/.git/modules/vendor/lib/modules/in/hooks dir exists protect",
-	} {
-		if !slices.Contains(got, w) {
-			t.Errorf("%q missing in %q", w, got)
-		}
-	}
+		"main/.git/modules/vendor/lib/modules/in/hooks dir exists protect")
 	// The checkout reached through a link: the link's name is protected too.
 	if err := os.Rename(filepath.Join(main, "vendor"), filepath.Join(main, "vendor-real")); err != nil {
 		t.Fatal(err)
@@ -225,11 +215,7 @@ func TestProtectedPathsSubmoduleCheckouts(t *testing.T) {
 		t.Fatal(err)
 	}
 	got = pathsOf(wwExec(main).ProtectedPaths(), base)
-	for _, w := range []string{"main/vendor-real/lib/.git file exists git", "main/vendor link exists git"} {
-		if !slices.Contains(got, w) {
-			t.Errorf("through a link: %q missing in %q", w, got)
-		}
-	}
+	mustContain(t, "through a link: ", got, "main/vendor-real/lib/.git file exists git", "main/vendor link exists git")
 	// Gone: nothing for the checkout.
 	if err := os.RemoveAll(filepath.Join(main, "vendor-real")); err != nil {
 		t.Fatal(err)
@@ -447,11 +433,7 @@ func TestWithWorktreeRoots(t *testing.T) {
 	}
 	// The added common directory keeps its hooks and config read-only.
 	got := pathsOf(x.ProtectedPaths(), base)
-	for _, w := range []string{"main/.git/hooks dir exists protect", "main/.git/config file exists protect"} {
-		if !slices.Contains(got, w) {
-			t.Errorf("%q missing from %q", w, got)
-		}
-	}
+	mustContain(t, "", got, "main/.git/hooks dir exists protect", "main/.git/config file exists protect")
 	// Nothing is added outside workspace-write, nor when the common directory is
 	// already writable, nor from /tmp-like roots that are neither workspace nor extra.
 	ro := wwExec(wt)
@@ -744,15 +726,9 @@ func TestProtectedPathsSubmodulesFromGitmodules(t *testing.T) {
 		t.Fatalf("premise: inner/.git is not a directory: %v", err)
 	}
 	got := pathsOf(wwExec(main).ProtectedPaths(), base)
-	for _, w := range []string{
-		"main/inner/.git/hooks dir exists protect",
+	mustContain(t, "", got, "main/inner/.git/hooks dir exists protect",
 		"main/inner/.git/config file exists protect",
-		"main/never dir exists git",
-	} {
-		if !slices.Contains(got, w) {
-			t.Errorf("%q missing in %q", w, got)
-		}
-	}
+		"main/never dir exists git")
 	for _, p := range got {
 		if strings.HasPrefix(p, "outside") {
 			t.Errorf("a .gitmodules path climbing out was followed: %q", p)
@@ -777,16 +753,10 @@ func TestProtectedPathsGitDirWithoutHead(t *testing.T) {
 		}
 	}
 	got := pathsOf(wwExec(main).ProtectedPaths(), base)
-	for _, w := range []string{
-		"main/.git/modules/lib/config file exists protect",
+	mustContain(t, "with HEAD moved aside, ", got, "main/.git/modules/lib/config file exists protect",
 		"main/.git/modules/lib/hooks dir exists protect",
 		"main/.git/worktrees/wt/commondir file exists git",
-		"main/wt/.git file exists git",
-	} {
-		if !slices.Contains(got, w) {
-			t.Errorf("with HEAD moved aside, %q is missing in %q", w, got)
-		}
-	}
+		"main/wt/.git file exists git")
 }
 
 // What a protected config includes is protected too: include.path (a shared file in
@@ -810,14 +780,8 @@ func TestProtectedPathsConfigIncludes(t *testing.T) {
 		t.Fatalf("premise: git cannot read the config: %v\n%s", err, out)
 	}
 	got := pathsOf(wwExec(main).ProtectedPaths(), base)
-	for _, w := range []string{
-		"main/.gitconfig.shared file exists git",
-		"main/.git/extra.cfg absent missing git",
-	} {
-		if !slices.Contains(got, w) {
-			t.Errorf("%q missing in %q", w, got)
-		}
-	}
+	mustContain(t, "", got, "main/.gitconfig.shared file exists git",
+		"main/.git/extra.cfg absent missing git")
 }
 
 // A workspace that is a subdirectory of a repository ("repo/sub") gets the
@@ -832,11 +796,7 @@ func TestProtectedPathsEnclosingRepositorySubmodules(t *testing.T) {
 	git(repo, "submodule", "add", "-q", lib, "sub/lib")
 	git(repo, "submodule", "add", "-q", lib, "other")
 	got := pathsOf(wwExec(filepath.Join(repo, "sub")).ProtectedPaths(), base)
-	for _, w := range []string{"repo/sub/.git dir missing git", "repo/sub/lib/.git file exists git"} {
-		if !slices.Contains(got, w) {
-			t.Errorf("%q missing in %q", w, got)
-		}
-	}
+	mustContain(t, "", got, "repo/sub/.git dir missing git", "repo/sub/lib/.git file exists git")
 	for _, p := range got {
 		if !strings.HasPrefix(p, "repo/sub/") {
 			t.Errorf("%q lies outside the workspace", p)
@@ -867,5 +827,15 @@ func committedRepos(t *testing.T, git func(dir string, args ...string), dirs ...
 		mustMkdir(t, d)
 		git(d, "init", "-q")
 		git(d, "commit", "-q", "--allow-empty", "-m", filepath.Base(d))
+	}
+}
+
+// mustContain reports each of want that got lacks, what prefixing the message.
+func mustContain(t *testing.T, what string, got []string, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if !slices.Contains(got, w) {
+			t.Errorf("%s%q missing in %q", what, w, got)
+		}
 	}
 }
