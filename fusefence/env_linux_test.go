@@ -59,6 +59,10 @@ func (e *env) logged() []string {
 // newEnv builds the tree (MakeTree notation, relative to base; "$BASE" in a line
 // stands for base, for absolute symlink targets), writes a policy
 // with the given mode and workspace root base/src, and mounts base/src.
+//
+// The mount is served by this process: a test must never take a page fault on a
+// file of it (mmap), which can deadlock the process against its own garbage
+// collector; map files in a helper process (TestMmapWriteHelperProcess).
 func newEnv(t *testing.T, mode policy.Mode, tree ...string) *env {
 	t.Helper()
 	return newEnvTimeout(t, mode, 0, tree...)

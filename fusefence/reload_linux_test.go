@@ -1,7 +1,13 @@
 package fusefence
 
 import (
+	"bufio"
+	"fmt"
+	"io"
 	"os"
+	"os/exec"
+	"slices"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -116,28 +122,85 @@ func errWant(errs ...error) error {
 	return nil
 }
 
+// mmapHelper is the TOH_TEST_SUBPROCESS value of TestMmapWriteHelperProcess.
+const mmapHelper = "mmap-write"
+
+// TestMmapWriteHelperProcess maps the file named after "--" shared and writable,
+// says "mapped" on stdout, waits for a line on stdin, then writes "MMAPX" through
+// the mapping and msyncs it. It runs in a process of its own because a page fault
+// on a file of a mount this process serves can deadlock it: the faulting goroutine
+// cannot be stopped for a collection while it waits for the server, and the
+// server's goroutines wait for the collection (a fusefence -race run hung so).
+func TestMmapWriteHelperProcess(t *testing.T) {
+	if os.Getenv("TOH_TEST_SUBPROCESS") != mmapHelper {
+		return
+	}
+	path := os.Args[slices.Index(os.Args, "--")+1]
+	fail := func(err error) { fmt.Println("failed:", err); os.Exit(1) }
+	w, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		fail(err)
+	}
+	m, err := unix.Mmap(int(w.Fd()), 0, 5, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		fmt.Println("nomap:", err)
+		os.Exit(0)
+	}
+	fmt.Println("mapped")
+	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+		fail(err)
+	}
+	copy(m, "MMAPX")
+	unix.Msync(m, unix.MS_SYNC)
+	os.Exit(0)
+}
+
 // A write the kernel sends back from the page cache (msync of a shared writable
 // mapping) carries PID 0; refused after a switch to read-only, it is recorded under
 // the process that opened the file, not as the kernel's (found by review). The
-// write is refused (the file keeps its content) either way.
+// write is refused (the file keeps its content) either way. The mapping is made
+// and written in a helper process (see TestMmapWriteHelperProcess).
 func TestWritebackDenialNamesTheOpener(t *testing.T) {
 	e := newEnv(t, policy.WorkspaceWrite, baseTree...)
-	w, err := os.OpenFile(e.m("f"), os.O_RDWR, 0)
+	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.Close()
-	m, err := unix.Mmap(int(w.Fd()), 0, 5, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	cmd := exec.Command(self, "-test.run=^TestMmapWriteHelperProcess$", "--", e.m("f"))
+	cmd.Env = append(os.Environ(), "TOH_TEST_SUBPROCESS="+mmapHelper)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		t.Skipf("no shared writable mapping on this mount (%v)", err)
+		t.Fatal(err)
 	}
-	defer unix.Munmap(m)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer stdin.Close()
+	out := bufio.NewReader(stdout)
+	line, err := out.ReadString('\n')
+	switch {
+	case strings.HasPrefix(line, "nomap:"):
+		t.Skipf("no shared writable mapping on this mount (%s)", strings.TrimSpace(line))
+	case line != "mapped\n":
+		t.Fatalf("the mapping helper said %q (%v)", line, err)
+	}
 	e.records()
 	if err := policy.SetMode(e.policy, "", policy.ReadOnly); err != nil {
 		t.Fatal(err)
 	}
-	copy(m, "MMAPX")
-	unix.Msync(m, unix.MS_SYNC)
+	if _, err := io.WriteString(stdin, "go\n"); err != nil {
+		t.Fatal(err)
+	}
+	rest, _ := io.ReadAll(out)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("the mapping helper: %v\n%s", err, rest)
+	}
 	if err := want(e.s("f"), unix.S_IFREG|0o644, "hello"); err != nil {
 		t.Error(err)
 	}
@@ -145,8 +208,8 @@ func TestWritebackDenialNamesTheOpener(t *testing.T) {
 	for _, r := range e.records() {
 		if r.Op == "write" && r.Path == "f" {
 			found = true
-			if r.PID != uint32(os.Getpid()) || r.UID != uint32(os.Getuid()) {
-				t.Errorf("writeback denial recorded as pid %d uid %d, want the opener %d/%d", r.PID, r.UID, os.Getpid(), os.Getuid())
+			if r.PID != uint32(cmd.Process.Pid) || r.UID != uint32(os.Getuid()) {
+				t.Errorf("writeback denial recorded as pid %d uid %d, want the opener %d/%d", r.PID, r.UID, cmd.Process.Pid, os.Getuid())
 			}
 		}
 	}
