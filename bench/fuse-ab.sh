@@ -31,8 +31,8 @@
 #             default) or proc (utime+stime from /proc/PID/stat before and after, in
 #             10 ms ticks; attaches nothing to the daemon, whose wall time perf's
 #             per-thread counting can change)
-#   WORK      bench/fuse.sh's scratch directory, whose prepared tree this reuses
-#             (/var/tmp/toh-fusebench; run bench/fuse.sh once first)
+#   WORK, FS  bench/fuse.sh's scratch directory and file system, whose prepared tree
+#             this reuses (/var/tmp/toh-fusebench, image; run bench/fuse.sh once first)
 #
 # Reports medians and new/old ratios. Daemon CPU is far steadier here than wall
 # time, which two shared CPUs make noisy. Needs root and perf (Debian's linux-perf).
@@ -46,6 +46,9 @@ WORKLOADS=${WORKLOADS:-find git}
 WORK=${WORK:-/var/tmp/toh-fusebench}
 
 die() { echo "$prog: $*" >&2; exit 1; }
+note() { echo "$prog: $*" >&2; }
+# shellcheck source=fuse-lib.sh
+source "$repo/bench/fuse-lib.sh"
 
 CPU=${CPU:-perf}
 [[ $# == 1 ]] || die "usage: $prog OLD-COMMIT|lbsame"
@@ -55,7 +58,6 @@ perf) command -v perf >/dev/null || die "perf is not installed (apt-get install 
 proc) ;;
 *) die "CPU=$CPU: want perf or proc" ;;
 esac
-[[ -d $WORK/ws/tree/.git ]] || die "$WORK/ws/tree is missing: run bench/fuse.sh once to prepare it"
 case $STATE in expired | warm) ;; *) die "STATE=$STATE: want expired or warm" ;; esac
 for w in $WORKLOADS; do
 	case $w in find | git | rm | small | untar | xattr) ;; *) die "unknown workload $w: want find, git, rm, small, untar or xattr" ;; esac
@@ -67,7 +69,7 @@ else
 fi
 
 tmp=$(mktemp -d /var/tmp/toh-fuse-ab.XXXXXX)
-src=$WORK/ws pids=()
+src="" pids=() fs_mounted=""
 cleanup() {
 	for b in old new; do
 		if grep -qs " $tmp/mnt-$b fuse" /proc/self/mounts; then
@@ -76,20 +78,23 @@ cleanup() {
 	done
 	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
 	git -C "$repo" worktree remove --force "$tmp/old-tree" 2>/dev/null || true
-	rm -rf "$tmp" "$src/scratch/ab-rm" "$src/scratch"/ab-new-*
+	rm -rf "$tmp"
+	if [[ -n $src ]]; then rm -rf "$src/scratch/ab-rm" "$src/scratch"/ab-new-*; fi
+	bench_fs_umount
 }
 trap cleanup EXIT
+bench_fs_mount
+src=$base/ws
+[[ -d $src/tree/.git ]] || die "$src/tree is missing: run bench/fuse.sh once to prepare it"
 
 if [[ $old_rev == lbsame ]]; then
-	# shellcheck source=fuse-lib.sh
-	source "$repo/bench/fuse-lib.sh"
 	(cd "$repo" && go build -o "$tmp/lbmount" ./bench/fuse/lbmount)
 else
 	git -C "$repo" worktree add -q --detach "$tmp/old-tree" "$old_rev"
 	(cd "$tmp/old-tree" && go build -o "$tmp/toh-old" ./cmd/toh-mount)
 fi
 (cd "$repo" && go build -o "$tmp/toh-new" ./cmd/toh-mount && go build -o "$tmp/fusebench" ./bench/fuse/fusebench)
-export FUSEBENCH=$tmp/fusebench TAR=$WORK/tree.tar
+export FUSEBENCH=$tmp/fusebench TAR=$base/tree.tar
 printf '{"version": 1, "mode": "workspace-write", "workspaceRoot": "%s"}\n' "$src" >"$tmp/policy.json"
 
 declare -A pid
@@ -137,7 +142,7 @@ for w in $WORKLOADS; do
 			m=$tmp/mnt-$b
 			if [[ $w == rm ]]; then
 				mkdir -p "$src/scratch/ab-rm"
-				tar -xf "$WORK/tree.tar" -C "$src/scratch/ab-rm"
+				tar -xf "$base/tree.tar" -C "$src/scratch/ab-rm"
 				sync
 				find "$m/scratch/ab-rm" >/dev/null
 			elif [[ $w == xattr ]]; then

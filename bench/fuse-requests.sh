@@ -16,8 +16,8 @@
 #   REPS      runs per target, in turn (1)
 #   MEASURE   requests (the kernel's tracepoints, above) or daemon (perf stat of the
 #             daemon's threads; a Go daemon's sysmon is the thread that sleeps most) (requests)
-#   WORK      bench/fuse.sh's scratch directory, whose prepared tree this reuses
-#             (/var/tmp/toh-fusebench; run bench/fuse.sh once first)
+#   WORK, FS  bench/fuse.sh's scratch directory and file system, whose prepared tree
+#             this reuses (/var/tmp/toh-fusebench, image; run bench/fuse.sh once first)
 #
 # Latencies are per request, from the send to the answer, for the mirror's own
 # connection only (other FUSE mounts are left out). FORGET is not a request and
@@ -40,25 +40,28 @@ note() { echo "$prog: $*" >&2; }
 [[ $(id -u) == 0 ]] || die "run as root: perf records kernel tracepoints and the runs drop the page cache"
 command -v perf >/dev/null || die "perf is not installed (apt-get install linux-perf)"
 [[ $(perf list 2>/dev/null) == *fuse:fuse_request_send* ]] || die "this kernel has no fuse:fuse_request_send tracepoint"
-[[ -f $WORK/tree.tar ]] || die "$WORK/tree.tar is missing: run bench/fuse.sh once to prepare it"
 case $WORKLOAD in rm-rf | untar) ;; *) die "WORKLOAD=$WORKLOAD: want rm-rf or untar" ;; esac
 case $MEASURE in requests | daemon) ;; *) die "MEASURE=$MEASURE: want requests or daemon" ;; esac
 
-bin=$WORK/bin src=$WORK/ws etc=$WORK/etc
+daemon="" fs_mounted=""
+bin=$WORK/bin etc=$WORK/etc
 mnt=$WORK/mnt/requests data=$WORK/requests.perf
-mkdir -p "$bin" "$etc" "$mnt" "$src/scratch"
-policy=$etc/requests-policy.json
-printf '{"version": 1, "mode": "workspace-write", "workspaceRoot": "%s"}\n' "$src" >"$policy"
-
-daemon=""
 cleanup() {
 	if grep -qs " $mnt fuse" /proc/self/mounts; then
 		umount "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null || note "could not unmount $mnt"
 	fi
 	if [[ -n $daemon ]]; then wait "$daemon" 2>/dev/null || true; fi
-	rm -rf "$src/scratch/requests" "$data" "$data.reqs" "$data.threads"
+	if [[ -n ${src:-} ]]; then rm -rf "$src/scratch/requests"; fi
+	rm -f "$data" "$data.reqs" "$data.threads"
+	bench_fs_umount
 }
 trap cleanup EXIT
+bench_fs_mount
+src=$base/ws tarball=$base/tree.tar
+[[ -f $tarball ]] || die "$tarball is missing: run bench/fuse.sh once to prepare it"
+mkdir -p "$bin" "$etc" "$mnt" "$src/scratch"
+policy=$etc/requests-policy.json
+printf '{"version": 1, "mode": "workspace-write", "workspaceRoot": "%s"}\n' "$src" >"$policy"
 
 note "building toh-mount, go-fuse's example/loopback and lbmount into $bin"
 build_fuse_mirrors "$bin"
@@ -148,10 +151,10 @@ run_one() {
 	mkdir -p "$src/scratch/requests"
 	local cmd
 	if [[ $WORKLOAD == rm-rf ]]; then
-		tar -xf "$WORK/tree.tar" -C "$src/scratch/requests"
+		tar -xf "$tarball" -C "$src/scratch/requests"
 		cmd=(rm -rf "$mnt/scratch/requests")
 	else
-		cmd=(tar -xf "$WORK/tree.tar" -C "$mnt/scratch/requests")
+		cmd=(tar -xf "$tarball" -C "$mnt/scratch/requests")
 	fi
 	sync
 	echo 3 >/proc/sys/vm/drop_caches

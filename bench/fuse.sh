@@ -24,6 +24,9 @@
 #   SEQ_MIB     size of the sequential write and read in MiB (1024)
 #   WORK        scratch directory on a local disk, not tmpfs (/var/tmp/toh-fusebench);
 #               the prepared tree is kept there between runs, REFRESH=1 rebuilds it
+#   FS          where SOURCE lives: "image" (the default), a journaled ext4 made in
+#               WORK/ext4.img and loop-mounted at WORK/fs for the run, or "work",
+#               WORK's own file system (see bench_fs_mount in fuse-lib.sh for why)
 #   OUT         where the report goes (bench/results); OUT=- prints only
 #   TARGETS     space-separated subset of the targets (all)
 #
@@ -56,11 +59,13 @@ mkdir -p "$WORK"
 fstype=$(df --output=fstype "$WORK" | tail -n 1)
 [[ $fstype != tmpfs && $fstype != ramfs ]] || die "WORK=$WORK is on $fstype; put it on a local disk"
 
-bin=$WORK/bin src=$WORK/ws etc=$WORK/etc mnt=$WORK/mnt logs=$WORK/logs
+FS=${FS:-image}
+bin=$WORK/bin etc=$WORK/etc mnt=$WORK/mnt logs=$WORK/logs
 mkdir -p "$bin" "$etc" "$mnt" "$logs"
 
 # Unmount whatever is still mounted on our mount points if the run is cut short
-# (fusebench stops its daemons itself; a detached mount makes a daemon exit).
+# (fusebench stops its daemons itself; a detached mount makes a daemon exit), then
+# the image, if this run mounted it.
 cleanup() {
 	local m
 	for m in "$mnt"/*; do
@@ -68,8 +73,15 @@ cleanup() {
 			umount -l "$m" 2>/dev/null || fusermount3 -uz "$m" 2>/dev/null || note "could not unmount $m"
 		fi
 	done
+	bench_fs_umount
 }
 trap cleanup EXIT
+
+# Room for the tree, its git objects and tarball (~0.5 GiB), the sequential file and
+# every run's written copy (fusebench removes those only at the end).
+ntargets=$(wc -w <<<"$TARGETS")
+bench_fs_mount $(((REPS * ntargets + 1) * SEQ_MIB + 4096))
+src=$base/ws tarball=$base/tree.tar
 
 note "building toh-mount, go-fuse's example/loopback, lbmount and fusebench into $bin"
 build_fuse_mirrors "$bin"
@@ -78,10 +90,10 @@ build_fuse_mirrors "$bin"
 goroot=$(go env GOROOT)
 if [[ ${REFRESH:-0} == 1 || ! -f $src/.prepared ]]; then
 	note "preparing SOURCE=$src: a copy of $goroot/src committed to git, a tarball of it, a $SEQ_MIB MiB file"
-	rm -rf "$src" "$WORK/tree.tar"
+	rm -rf "$src" "$tarball"
 	mkdir -p "$src/scratch"
 	cp -a "$goroot/src" "$src/tree"
-	tar -cf "$WORK/tree.tar" -C "$src/tree" .
+	tar -cf "$tarball" -C "$src/tree" .
 	(
 		cd "$src/tree"
 		git init -q
@@ -119,16 +131,16 @@ done
 
 stamp=$(date -u +%Y-%m-%dT%H:%MZ)
 load=$(cut -d' ' -f1-3 /proc/loadavg)
-cmdline="REPS=$REPS${WORKLOADS:+ WORKLOADS=$WORKLOADS}${SEQ_MIB:+ SEQ_MIB=$SEQ_MIB} bench/fuse.sh"
+cmdline="REPS=$REPS${WORKLOADS:+ WORKLOADS=$WORKLOADS}${SEQ_MIB:+ SEQ_MIB=$SEQ_MIB} FS=$FS bench/fuse.sh"
 note "running: $REPS repetitions; per-run times on stderr"
-report=$("$bin/fusebench" -source "$src" -tar "$WORK/tree.tar" -logs "$logs" -reps "$REPS" \
+report=$("$bin/fusebench" -source "$src" -tar "$tarball" -logs "$logs" -reps "$REPS" \
 	-seq-mib "$SEQ_MIB" ${WORKLOADS:+-workloads "$WORKLOADS"} -json "$WORK/fuse-latest.json" "${args[@]}")
 denials=$(wc -l <"$etc/audit.log")
 
 header="# toh-mount speed, $stamp
 
 \`$cmdline\` at $(git -C "$repo" rev-parse --short HEAD)$(git -C "$repo" diff --quiet HEAD -- fusefence cmd/toh-mount bench/fuse || echo ' (with uncommitted changes)'),
-Linux $(uname -r), $(nproc) CPUs, $(go version | cut -d' ' -f3), SOURCE: $nfiles entries of Go's src/ on $fstype, load average before the run: $load.
+Linux $(uname -r), $(nproc) CPUs, $(go version | cut -d' ' -f3), SOURCE: $nfiles entries of Go's src/ on $fsdesc, load average before the run: $load.
 Times: median seconds of $REPS runs (± half the interquartile range, or half the range under 4 runs).
 Ratios: median of the per-repetition ratios. The toh-mount audit log recorded $denials denials."
 
