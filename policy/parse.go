@@ -10,6 +10,7 @@ import (
 	"os"
 	"reflect"
 	"slices"
+	"strconv"
 	"syscall"
 	"unicode/utf8"
 )
@@ -112,6 +113,10 @@ func Parse(data []byte) (*File, error) {
 	if !utf8.Valid(data) {
 		// encoding/json would silently replace invalid bytes with U+FFFD, changing paths.
 		return nil, &FieldError{Err: errors.New("document is not valid UTF-8")}
+	}
+	if off, ok := loneSurrogate(data); ok {
+		// The same replacement, reached through an escape (found by review).
+		return nil, &FieldError{Err: fmt.Errorf("unpaired UTF-16 surrogate escape at offset %d", off)}
 	}
 	if v, ok := peekVersion(data); ok && v != 1 {
 		// A newer file will have keys and values this parser does not know; the one
@@ -273,4 +278,39 @@ func describeType(t reflect.Type) string {
 		return "a boolean"
 	}
 	return t.String()
+}
+
+// loneSurrogate finds a \uD800-\uDFFF escape that is not a high surrogate followed by
+// a low one: encoding/json decodes it to U+FFFD, which would change a path as invalid
+// bytes would. Escapes occur only inside strings (anywhere else the walk rejects the
+// document), and an escaped backslash is skipped whole.
+func loneSurrogate(data []byte) (int, bool) {
+	hex4 := func(i int) (rune, bool) {
+		if i+6 > len(data) || data[i] != '\\' || data[i+1] != 'u' {
+			return 0, false
+		}
+		v, err := strconv.ParseUint(string(data[i+2:i+6]), 16, 16)
+		return rune(v), err == nil
+	}
+	for i := 0; i < len(data); i++ {
+		if data[i] != '\\' {
+			continue
+		}
+		r, ok := hex4(i)
+		switch {
+		case !ok:
+			i++ // another escape: skip the escaped character
+		case r >= 0xD800 && r <= 0xDBFF:
+			if lo, ok := hex4(i + 6); ok && lo >= 0xDC00 && lo <= 0xDFFF {
+				i += 11
+				continue
+			}
+			return i, true
+		case r >= 0xDC00 && r <= 0xDFFF:
+			return i, true
+		default:
+			i += 5
+		}
+	}
+	return 0, false
 }

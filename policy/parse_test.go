@@ -104,6 +104,10 @@ func TestParseErrors(t *testing.T) {
 		{"trailing garbage", `{"version":1}x`, `policy: trailing data after the document at offset 13`},
 		{"trailing comma", `{"version":1},`, `policy: trailing data after the document at offset 13`},
 		{"invalid utf8", "{\"version\":1,\"workspaceRoot\":\"/a\xff\"}", `policy: document is not valid UTF-8`},
+		{"lone high surrogate", `{"version":1,"workspaceRoot":"/var/tmp/\ud800"}`, `policy: unpaired UTF-16 surrogate escape at offset 39`},
+		{"lone low surrogate", `{"version":1,"workspaceRoot":"/a\uDC00b"}`, `policy: unpaired UTF-16 surrogate escape at offset 32`},
+		{"reversed pair", `{"version":1,"workspaceRoot":"/a\udc00\ud800"}`, `policy: unpaired UTF-16 surrogate escape at offset 32`},
+		{"high then plain", `{"version":1,"workspaceRoot":"/a\ud800\u0041"}`, `policy: unpaired UTF-16 surrogate escape at offset 32`},
 		{"bom", "\ufeff{\"version\":1}", `policy: malformed JSON at offset 0: invalid character 'ï' looking for beginning of value`},
 		// Malformed JSON names where the walk was.
 		{"truncated", `{"version":1,"sessions":{"s":{"cwd":"/a"`, `policy: sessions["s"]: malformed JSON: unexpected end of input`},

@@ -54,6 +54,7 @@ func TestMalformedPolicyRefusesToRun(t *testing.T) {
 		"version":     `{"version": 2, "mode": "read-only"}`,
 		"relative":    `{"version": 1, "workspaceRoot": "proj"}`,
 		"event mode":  `{"version": 1, "sessions": {"s": {"cwd": "/", "events": [{"mode": "yolo"}]}}}`,
+		"surrogate":   `{"version": 1, "workspaceRoot": "/var/tmp/\ud800"}`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			pf := filepath.Join(s.beside, "policy.json")
