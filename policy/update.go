@@ -83,13 +83,33 @@ func openLock(name string) (*os.File, error) {
 	}
 	fi, err := lock.Stat()
 	if err == nil && !fi.Mode().IsRegular() {
-		err = fmt.Errorf("%s is not a regular file (%v)", name, fi.Mode().Type())
+		err = fmt.Errorf("%s is not a regular file (%v); remove it, and keep the policy file outside the writable roots", name, fi.Mode().Type())
 	}
 	if err != nil {
 		lock.Close()
 		return nil, fmt.Errorf("opening lock file: %w", err)
 	}
 	return lock, nil
+}
+
+// EnsureLock creates the lock file of the policy file at path (0600, empty) when the
+// policy file exists and the lock does not; errors are ignored (a directory no one
+// may write in needs no lock made in advance). toh-exec calls it before a confined
+// run: a lock file that exists is kept read-only like the policy file where the
+// policy file lies in a writable root (bwrap rebinds both), while a missing one is a
+// name the command could take. A command that made a directory there made every later
+// writer fail (EISDIR), so "toh-exec policy set-mode read-only" could no longer
+// tighten the mode it ran under (found by review).
+func EnsureLock(path string) {
+	if path == "" {
+		return
+	}
+	if fi, err := os.Lstat(path); err != nil || !fi.Mode().IsRegular() {
+		return
+	}
+	if f, err := os.OpenFile(path+".lock", os.O_RDWR|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600); err == nil {
+		f.Close()
+	}
 }
 
 func readForUpdate(path string) (*File, fs.FileMode, error) {

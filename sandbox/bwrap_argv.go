@@ -71,8 +71,11 @@ import (
 //     bound root and the file is first bound onto itself, writable as before but a
 //     mountpoint, which cannot be renamed or removed.
 //   - A missing lock file gets no rebind (bwrap fails on a missing source) and no
-//     stand-in (see below); the writers refuse a lock that is not a regular file of
-//     its own name (policy.Update), so a lock a command creates can only be a lock. A
+//     stand-in (see below). toh-exec makes it before a workspace-write run whose
+//     policy file lies in a root (policy.EnsureLock), so it is rebound like the file:
+//     a directory a command made at its name stopped every later writer, which
+//     refuse a lock that is not a regular file (policy.Update), and so the user's
+//     tightening of the mode (found by review). A
 //     missing policy file (the run uses the embedded default) within a bound root
 //     refuses the run before anything starts (a *missingPolicyError, from
 //     [standInPlan.prepare]): the command could create it, and every later call

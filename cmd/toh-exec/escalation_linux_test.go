@@ -108,3 +108,45 @@ func readUntil(t *testing.T, f *os.File, want string) string {
 	}
 	return string(got)
 }
+
+// Input typed before the prompt appeared answers nothing: a "y" waiting on the
+// terminal granted the escalation at once (found by review). The prompt discards it
+// and waits; the answer typed after it decides.
+func TestTerminalApproverIgnoresTypeAhead(t *testing.T) {
+	s := newScratch(t)
+	ran := filepath.Join(s.beside, "ran")
+	master, slave := openPTY(t)
+	defer master.Close()
+	if _, err := master.Write([]byte("y\n")); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(tohExec, "--policy", s.noPolicy, "--sandbox-permissions", "danger-full-access",
+		"--justification", "Touch a file beside.", "--", "touch", ran)
+	cmd.Dir = s.ws
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	slave.Close()
+	screen := readUntil(t, master, "[y/N] ")
+	for _, want := range []string{"program:       /", "writable:      everything (no sandbox)"} {
+		if !strings.Contains(screen, want) {
+			t.Errorf("the prompt lacks %q:\n%s", want, screen)
+		}
+	}
+	master.Write([]byte("n\n"))
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			if _, err := master.Read(buf); err != nil {
+				return
+			}
+		}
+	}()
+	cmd.Wait()
+	if got := cmd.ProcessState.ExitCode(); got != exitEscalation {
+		t.Fatalf("exit %d, want %d (the typed-ahead y answered)", got, exitEscalation)
+	}
+	absent(t, ran)
+}

@@ -138,3 +138,74 @@ func TestEscalationRefusals(t *testing.T) {
 	}
 	absent(t, ran)
 }
+
+// The approval command decides for every later call, so it must lie outside every
+// root any call under the policy could write, not only this call's: a read-only call
+// asked an approver in the workspace, which an earlier workspace-write session call
+// (made without --approval-command) had rewritten to say allowed-once (found by
+// review). Refused before it is asked; one outside every root is asked (the
+// positive control).
+func TestApproverInAnyCallsRootIsRefused(t *testing.T) {
+	s := newScratch(t)
+	other := filepath.Join(s.beside, "other-session")
+	if err := os.MkdirAll(filepath.Join(s.ws, "tools"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(other, 0o755)
+	pf := filepath.Join(s.beside, "policy.json")
+	os.WriteFile(pf, fmt.Appendf(nil, `{"version": 1, "mode": "read-only", "workspaceRoot": %q, "sessions": {
+		"build": {"cwd": %q, "events": [{"mode": "workspace-write"}]},
+		"other": {"cwd": %q}}}`, s.ws, s.ws, other), 0o644)
+	ran := filepath.Join(s.beside, "ran")
+	esc := []string{"--policy", pf, "--sandbox-permissions", "danger-full-access", "--justification", "Needs the disk."}
+	for _, dir := range []string{filepath.Join(s.ws, "tools"), other} {
+		ask, log := approver(t, dir, "allowed-once")
+		e, r := tohJSON(t, s.ws, nil, append(append(esc, "--approval-command", ask), "--", "touch", ran)...)
+		if r.code != exitEscalation || e.Error == nil || e.Error.Code != "ESCALATION_UNAVAILABLE" || !strings.Contains(e.Error.Message, "lies beneath the writable root") {
+			t.Fatalf("approver %s: code %d %+v", ask, r.code, e.Error)
+		}
+		absent(t, log)
+		absent(t, ran)
+	}
+	ask, log := approver(t, s.beside, "allowed-once")
+	if _, r := tohJSON(t, s.ws, nil, append(append(esc, "--approval-command", ask), "--", "touch", ran)...); r.code != 0 {
+		t.Fatalf("approver outside every root: %d %s", r.code, r.stderr)
+	}
+	present(t, ran, "")
+	req, _ := os.ReadFile(log)
+	if !bytes.Contains(req, []byte(`"requestedMode":"danger-full-access"`)) {
+		t.Fatalf("approval request: %s", req)
+	}
+}
+
+// The approval command runs outside every sandbox, in "/", with a $PATH that holds no
+// directory a call could write in: an approver starting "#!/usr/bin/env sh" ran the
+// sh a workspace-write call had planted in a virtualenv's bin listed in $PATH (found
+// by review). The request names the program that will run (found in $PATH: the
+// planted one, which the approver can then refuse) and the grant's roots.
+func TestApproverRunsNothingFromTheRoots(t *testing.T) {
+	s := newScratch(t)
+	venv := filepath.Join(s.ws, ".venv", "bin")
+	planted := filepath.Join(s.beside, "planted-ran")
+	os.MkdirAll(venv, 0o755)
+	for _, name := range []string{"sh", "true"} {
+		os.WriteFile(filepath.Join(venv, name), fmt.Appendf(nil, "#!/bin/sh\necho %s >> %s\n", name, planted), 0o755)
+	}
+	log := filepath.Join(s.beside, "approvals.log")
+	ask := filepath.Join(s.beside, "approve")
+	os.WriteFile(ask, fmt.Appendf(nil, "#!/usr/bin/env sh\npwd >> %s\ncat >> %s\necho rejected\n", log, log), 0o755)
+	env := []string{"PATH=" + venv + ":" + os.Getenv("PATH")}
+	e, r := tohJSON(t, s.ws, env, "--policy", s.noPolicy, "--approval-command", ask, "--sandbox-permissions", "workspace-write",
+		"--justification", "Write the build.", "--", "true")
+	if r.code != exitEscalation || e.Error == nil || e.Error.Code != "ESCALATION_REJECTED" {
+		t.Fatalf("code %d %+v stderr %s", r.code, e.Error, r.stderr)
+	}
+	absent(t, planted)
+	got, _ := os.ReadFile(log)
+	for _, want := range []string{"/\n", fmt.Sprintf(`"program":%q`, filepath.Join(venv, "true")),
+		fmt.Sprintf(`"writableRoots":[%q`, s.ws), `"network":"allow"`} {
+		if !bytes.Contains(got, []byte(want)) {
+			t.Fatalf("approver's log lacks %s:\n%s", want, got)
+		}
+	}
+}

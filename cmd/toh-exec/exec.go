@@ -161,12 +161,17 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	defer out.close()
 
-	pol, code, err := resolvePolicy(f.policyFile, f.session, deployment, "")
+	pf, pfPath, code, err := loadPolicyFile(f.policyFile)
+	if err != nil {
+		return out.fail(code, policyErrorCode(code), err)
+	}
+	pol, code, err := resolveLoaded(pf, pfPath, f.session, deployment, "")
 	if err != nil {
 		return out.fail(code, policyErrorCode(code), err)
 	}
 	cwd, _ := os.Getwd()
 	env := os.Environ()
+	var path string // the command's program; with an escalation, the one the approver was shown
 	if f.escalateSet || f.justifSet {
 		// A flag given as "" still counts as given: validation must name it, never
 		// mistake it for an absent one.
@@ -187,22 +192,34 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		if err := policy.ValidateEscalation(requested, justification, pol.Mode); err != nil {
 			return out.fail(exitEscalation, escalationCode(err), err)
 		}
-		req := approval.Request{Subject: "command", Argv: argv, Cwd: cwd, SessionID: pol.SessionID,
-			WorkspaceRoot: pol.WorkspaceRoot, CurrentMode: pol.Mode, RequestedMode: requested, Justification: f.justif}
-		if err := ownProgramRefusal(pol, "", program{"the approval command", f.approvalCmd}); err != nil {
-			// The standing mode's runs may have replaced it.
+		// What a grant runs is resolved before asking, from the file already read:
+		// the approver is shown its program and roots, and exactly that runs.
+		granted, code, err := resolveLoaded(pf, pfPath, f.session, deployment, requested)
+		if err != nil {
+			return out.fail(code, policyErrorCode(code), err)
+		}
+		if path, err = lookCommand(argv[0], env, cwd); err != nil {
+			return out.fail(exitNotFound, "COMMAND_NOT_FOUND", fmt.Errorf("%s: command not found", argv[0]))
+		}
+		req := approval.Request{Subject: "command", Argv: argv, Program: path, Cwd: cwd, SessionID: pol.SessionID,
+			WorkspaceRoot: granted.WorkspaceRoot, CurrentMode: pol.Mode, RequestedMode: requested,
+			WritableRoots: granted.WritableRoots, Network: granted.Network, Justification: f.justif}
+		roots := everWritable(pf, cwd, pol, granted)
+		if err := approverRefusal(roots, f.approvalCmd); err != nil {
 			return out.fail(exitEscalation, "ESCALATION_UNAVAILABLE", err)
 		}
-		outcome, aerr := approval.Choose(pol.Approval, f.approvalCmd).Ask(context.Background(), req)
+		ap := approval.Choose(pol.Approval, f.approvalCmd)
+		if c, ok := ap.(approval.Command); ok {
+			c.Dir, c.Env = "/", approverEnv(env, roots)
+			ap = c
+		}
+		outcome, aerr := ap.Ask(context.Background(), req)
 		if aerr != nil {
 			fmt.Fprintf(out.diag(), "toh-exec: %v\n", aerr)
 		}
 		switch outcome {
 		case approval.AllowedOnce:
-			pol, code, err = resolvePolicy(f.policyFile, f.session, deployment, requested)
-			if err != nil {
-				return out.fail(code, policyErrorCode(code), err)
-			}
+			pol = granted
 		case approval.Rejected:
 			return out.fail(exitEscalation, "ESCALATION_REJECTED", errors.New(policy.RejectedText("command", requested)))
 		case approval.Unavailable:
@@ -211,9 +228,10 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return out.fail(exitEscalation, "ESCALATION_CANCELLED", errors.New(policy.CancelledText(requested)))
 		}
 	}
-	path, err := lookCommand(argv[0], env, cwd)
-	if err != nil {
-		return out.fail(exitNotFound, "COMMAND_NOT_FOUND", fmt.Errorf("%s: command not found", argv[0]))
+	if path == "" {
+		if path, err = lookCommand(argv[0], env, cwd); err != nil {
+			return out.fail(exitNotFound, "COMMAND_NOT_FOUND", fmt.Errorf("%s: command not found", argv[0]))
+		}
 	}
 
 	if pol.Mode == policy.DangerFullAccess {
@@ -249,6 +267,8 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if f.fenceSet {
 		pol.Fence = f.fence
 	}
+	// Before the argv is built: an existing lock is kept read-only with the file.
+	ensurePolicyLock(pol)
 	conf, err := chain.Confine(context.Background(), argv, pol)
 	if err != nil {
 		return out.unavailable(err)

@@ -134,3 +134,76 @@ func pathAheadRefusal(pol policy.Execution, backend sandbox.Backend, name, cwd, 
 	}
 	return nil
 }
+
+// everWritable lists every root a call under the policy file f could write on the
+// host, whatever the mode in force now: this call's and the grant's roots, the file's
+// workspace root and writable roots, every session's working directory, the working
+// directory of this call (a file without a workspace root makes each call's own the
+// workspace), /tmp and $TMPDIR. The approval command decides for every later call, so
+// it must lie outside all of them: the check against the standing mode's roots alone
+// let an earlier workspace-write call, made without --approval-command, rewrite the
+// approver that a later read-only call asked (found by review). Working directories
+// of earlier calls without a workspace root cannot be known; the README says to keep
+// the approver in a directory no call runs in.
+func everWritable(f *policy.File, cwd string, pols ...policy.Execution) []string {
+	cands := []string{cwd, "/tmp", os.Getenv("TMPDIR")}
+	for _, p := range pols {
+		cands = append(cands, p.WorkspaceRoot)
+		cands = append(cands, p.WritableRoots...)
+	}
+	if f != nil {
+		cands = append(cands, f.WorkspaceRoot)
+		cands = append(cands, f.WritableRoots...)
+		for _, s := range f.Sessions {
+			cands = append(cands, s.Cwd)
+		}
+	}
+	return canon.WritableRoots(cands)
+}
+
+// approverRefusal says why the approval command must not be asked: it lies in one of
+// roots (everWritable), or could be rewritten through another link (ownProgramRefusal).
+func approverRefusal(roots []string, approver string) error {
+	if approver == "" {
+		return nil
+	}
+	x := policy.Execution{Mode: policy.WorkspaceWrite, WritableRoots: roots}
+	return ownProgramRefusal(x, "", program{"the approval command", approver})
+}
+
+// approverEnv is the environment the approval command runs with: the caller's, with
+// $PATH stripped of every entry a call could write in (roots, as everWritable lists
+// them) and of relative and empty entries. The approval command runs outside every
+// sandbox, and an approver that runs "#!/usr/bin/env bash", jq or python3 by name ran
+// whatever a workspace-write call had planted in a virtualenv's bin listed in $PATH
+// (found by review). It runs in "/" (Command.Dir), so nothing is looked up relative to
+// the workspace either.
+func approverEnv(env []string, roots []string) []string {
+	x := policy.Execution{Mode: policy.WorkspaceWrite, WritableRoots: roots}
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		val, ok := strings.CutPrefix(kv, "PATH=")
+		if !ok {
+			out = append(out, kv)
+			continue
+		}
+		var keep []string
+		for _, dir := range filepath.SplitList(val) {
+			if filepath.IsAbs(dir) && hostRootHolding(x, "", dir) == "" {
+				keep = append(keep, dir)
+			}
+		}
+		out = append(out, "PATH="+strings.Join(keep, string(filepath.ListSeparator)))
+	}
+	return out
+}
+
+// ensurePolicyLock makes the policy file's lock file (policy.EnsureLock) before a
+// workspace-write run when the policy file lies in one of its roots, where the
+// command could otherwise take the lock's name (a directory there stopped every
+// later writer, so the mode could no longer be tightened; found by review).
+func ensurePolicyLock(pol policy.Execution) {
+	if pol.Mode == policy.WorkspaceWrite && pol.PolicyFile != "" && hostRootHolding(pol, "", pol.PolicyFile) != "" {
+		policy.EnsureLock(pol.PolicyFile)
+	}
+}

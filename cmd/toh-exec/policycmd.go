@@ -26,18 +26,33 @@ func defaultPolicyPath() (string, error) {
 // execution policy of one call, linked worktrees' common directories included. The
 // returned code is toh-exec's exit code on error.
 func resolvePolicy(file, session string, deployment policy.Mode, escalation policy.Mode) (policy.Execution, int, error) {
+	f, path, code, err := loadPolicyFile(file)
+	if err != nil {
+		return policy.Execution{}, code, err
+	}
+	return resolveLoaded(f, path, session, deployment, escalation)
+}
+
+// loadPolicyFile reads the policy file (the default path when file is ""): the file,
+// its path, and on failure the exit code.
+func loadPolicyFile(file string) (*policy.File, string, int, error) {
 	path := file
 	if path == "" {
 		p, err := defaultPolicyPath()
 		if err != nil {
-			return policy.Execution{}, exitPolicy, err
+			return nil, "", exitPolicy, err
 		}
 		path = p
 	}
 	f, _, err := policy.Load(path)
 	if err != nil {
-		return policy.Execution{}, exitPolicy, err
+		return nil, "", exitPolicy, err
 	}
+	return f, path, 0, nil
+}
+
+// resolveLoaded resolves one call of the policy file f read from path.
+func resolveLoaded(f *policy.File, path, session string, deployment policy.Mode, escalation policy.Mode) (policy.Execution, int, error) {
 	cwd, err := os.Getwd()
 	if err != nil {
 		return policy.Execution{}, exitCannotStart, fmt.Errorf("working directory: %w", err)

@@ -1087,3 +1087,34 @@ func TestBwrapTakesBackWidenedAccess(t *testing.T) {
 		t.Errorf("narrowing: exit %d, mode %04o, stderr %q; want it kept, quietly", r.code, mode(git), r.stderr)
 	}
 }
+
+// TestPolicyLockCannotBeTakenByTheCommand: a policy file written without toh-exec
+// (an editor, a harness) has no lock file beside it yet. Under bwrap, a command that
+// made a directory at the lock's name made every later writer fail, so the user
+// could no longer tighten the mode it ran under (found by review). toh-exec creates
+// the lock before the run, and bwrap keeps it read-only with the policy file; the
+// tightening then works, and the next run is read-only.
+func TestPolicyLockCannotBeTakenByTheCommand(t *testing.T) {
+	testutil.RequireBwrap(t)
+	s := newScratch(t)
+	pf := filepath.Join(s.ws, ".toh", "policy.json")
+	os.MkdirAll(filepath.Dir(pf), 0o755)
+	if err := os.WriteFile(pf, []byte(`{"version": 1, "mode": "workspace-write"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := toh(t, s.ws, nil, "--policy", pf, "--runner", "bwrap", "-c", "mkdir .toh/policy.json.lock && echo took-it; rm -f .toh/policy.json.lock && echo removed-it; true")
+	if strings.Contains(r.stdout, "took-it") || strings.Contains(r.stdout, "removed-it") {
+		t.Errorf("the command took or removed the lock: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if fi, err := os.Lstat(pf + ".lock"); err != nil || !fi.Mode().IsRegular() {
+		t.Fatalf("lock file: %v %v", fi, err)
+	}
+	if r := toh(t, s.ws, nil, "policy", "set-mode", "--policy", pf, "read-only"); r.code != 0 {
+		t.Fatalf("tightening after the run: %d %q", r.code, r.stderr)
+	}
+	e, _ := tohJSON(t, s.ws, nil, "--policy", pf, "--runner", "bwrap", "-c", "echo x > after")
+	if e.Result == nil || e.Result.Mode != "read-only" || !e.Result.Denied {
+		t.Fatalf("the next run: %+v %+v", e.Result, e.Error)
+	}
+	absent(t, filepath.Join(s.ws, "after"))
+}

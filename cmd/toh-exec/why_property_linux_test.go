@@ -675,6 +675,7 @@ func (l *legRun) walk() {
 			l.checkBinary(c)
 		}
 		c.pre = factsOf(l.base, rel, c.d.Target)
+		ensurePolicyLock(x) // as toh-exec does before the run: toh-exec's, not the command's
 		before := whySnapshot(t, l.base)
 		c.out = l.perform(c)
 		after := whySnapshot(t, l.base)

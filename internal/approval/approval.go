@@ -41,15 +41,23 @@ const (
 
 // Request is what the approver is shown, and what an approval command receives as
 // one JSON object on its standard input.
+//
+// Program is the file argv[0] was found as (in $PATH for a name), which is what runs:
+// the approver sees ".venv/bin/bash" where argv says "bash" (found by review).
+// WritableRoots and Network are what the grant runs with; a danger-full-access grant
+// has no sandbox and no roots.
 type Request struct {
-	Subject       string      `json:"subject"`
-	Argv          []string    `json:"argv"`
-	Cwd           string      `json:"cwd"`
-	SessionID     string      `json:"sessionID,omitempty"`
-	WorkspaceRoot string      `json:"workspaceRoot"`
-	CurrentMode   policy.Mode `json:"currentMode"`
-	RequestedMode policy.Mode `json:"requestedMode"`
-	Justification string      `json:"justification"`
+	Subject       string         `json:"subject"`
+	Argv          []string       `json:"argv"`
+	Program       string         `json:"program"`
+	Cwd           string         `json:"cwd"`
+	SessionID     string         `json:"sessionID,omitempty"`
+	WorkspaceRoot string         `json:"workspaceRoot"`
+	CurrentMode   policy.Mode    `json:"currentMode"`
+	RequestedMode policy.Mode    `json:"requestedMode"`
+	WritableRoots []string       `json:"writableRoots"`
+	Network       policy.Network `json:"network"`
+	Justification string         `json:"justification"`
 }
 
 // Approver answers one request.
@@ -79,8 +87,13 @@ func (Never) Ask(context.Context, Request) (Outcome, error) { return Rejected, n
 // Command runs an external program with the request as JSON on stdin. Its first line
 // of stdout must be exactly one of allowed-once, rejected or cancelled; anything else
 // (or a non-zero exit) is reported as an error with outcome Cancelled.
+//
+// Dir and Env, when set, are its working directory and environment (toh-exec runs it
+// in "/" with a $PATH that no confined call can write in; see approverEnv there).
 type Command struct {
 	Path string
+	Dir  string
+	Env  []string
 }
 
 func (c Command) Ask(ctx context.Context, req Request) (Outcome, error) {
@@ -89,6 +102,7 @@ func (c Command) Ask(ctx context.Context, req Request) (Outcome, error) {
 		return Cancelled, err
 	}
 	cmd := exec.CommandContext(ctx, c.Path)
+	cmd.Dir, cmd.Env = c.Dir, c.Env
 	cmd.Stdin = bytes.NewReader(append(body, '\n'))
 	var stdout bytes.Buffer
 	cmd.Stdout = &stdout
@@ -121,8 +135,19 @@ func (t Terminal) Ask(ctx context.Context, req Request) (Outcome, error) {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
-	fmt.Fprintf(tty, "toh: escalation requested\n  command:       %s\n  cwd:           %s\n  mode:          %s -> %s\n  justification: %s\nAllow this command once under %q? [y/N] ",
-		quoteArgv(req.Argv), textsafe.Visible(req.Cwd), req.CurrentMode, req.RequestedMode, textsafe.Visible(req.Justification), req.RequestedMode)
+	// Input typed before the prompt was shown answers nothing: it is discarded, as
+	// sudo does (found by review: a "y" typed ahead granted at once).
+	flushInput(int(tty.Fd()))
+	writable := "everything (no sandbox)"
+	if req.RequestedMode != policy.DangerFullAccess {
+		q := make([]string, len(req.WritableRoots))
+		for i, r := range req.WritableRoots {
+			q[i] = textsafe.Visible(r)
+		}
+		writable = strings.Join(q, ", ")
+	}
+	fmt.Fprintf(tty, "toh: escalation requested\n  command:       %s\n  program:       %s\n  cwd:           %s\n  mode:          %s -> %s\n  writable:      %s\n  justification: %s\nAllow this command once under %q? [y/N] ",
+		quoteArgv(req.Argv), textsafe.Visible(req.Program), textsafe.Visible(req.Cwd), req.CurrentMode, req.RequestedMode, writable, textsafe.Visible(req.Justification), req.RequestedMode)
 	answer := make(chan string, 1)
 	go func() {
 		line, err := bufio.NewReader(tty).ReadString('\n')

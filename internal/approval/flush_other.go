@@ -1,0 +1,6 @@
+//go:build !linux && !darwin
+
+package approval
+
+// flushInput does nothing where toh has no terminal code of its own.
+func flushInput(int) {}
