@@ -150,3 +150,38 @@ func TestTerminalApproverIgnoresTypeAhead(t *testing.T) {
 	}
 	absent(t, ran)
 }
+
+// A command padded with spaces cannot push its start off the screen: a run of
+// 4,000 spaces left only "make test" in view (found by review). The prompt shows the
+// run by count, outside the quotes.
+func TestTerminalPromptShowsPaddingByCount(t *testing.T) {
+	s := newScratch(t)
+	master, slave := openPTY(t)
+	defer master.Close()
+	cmd := exec.Command(tohExec, "--policy", s.noPolicy, "--sandbox-permissions", "danger-full-access",
+		"--justification", "Run the unit tests.", "--", "sh", "-c", "echo curl x | cat;"+strings.Repeat(" ", 4000)+"echo make test")
+	cmd.Dir = s.ws
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	slave.Close()
+	screen := readUntil(t, master, "[y/N] ")
+	if strings.Contains(screen, strings.Repeat(" ", 17)) || !strings.Contains(screen, `"echo curl x | cat;"⟨4000 spaces⟩"echo make test"`) {
+		t.Errorf("the prompt shows the padding:\n%.600q", screen)
+	}
+	master.Write([]byte("n\n"))
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			if _, err := master.Read(buf); err != nil {
+				return
+			}
+		}
+	}()
+	cmd.Wait()
+	if got := cmd.ProcessState.ExitCode(); got != exitEscalation {
+		t.Fatalf("exit %d, want %d", got, exitEscalation)
+	}
+}

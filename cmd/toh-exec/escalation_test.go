@@ -209,3 +209,24 @@ func TestApproverRunsNothingFromTheRoots(t *testing.T) {
 		}
 	}
 }
+
+// An approval command is not asked about text JSON cannot carry exactly: invalid
+// UTF-8 became U+FFFD, so "a\xffb" reached it as "a\ufffdb", a different argument
+// than the one that would run (found by review). The request is cancelled unasked;
+// the same request in valid UTF-8 is asked (the control).
+func TestApproverIsNotShownReplacedBytes(t *testing.T) {
+	s := newScratch(t)
+	ask, log := approver(t, s.beside, "allowed-once")
+	esc := []string{"--policy", s.noPolicy, "--approval-command", ask, "--sandbox-permissions", "danger-full-access", "--justification", "Print it."}
+	e, r := tohJSON(t, s.ws, nil, append(esc, "--", "printf", "%s", "a\xffb")...)
+	if r.code != exitEscalation || e.Error == nil || e.Error.Code != "ESCALATION_CANCELLED" || !strings.Contains(*e.Stderr, "argv[2] is not valid UTF-8") {
+		t.Fatalf("code %d %+v stderr %q", r.code, e.Error, *e.Stderr)
+	}
+	absent(t, log)
+	if _, r := tohJSON(t, s.ws, nil, append(esc, "--", "printf", "%s", "a\ufffdb")...); r.code != 0 {
+		t.Fatalf("control: %d %s", r.code, r.stderr)
+	}
+	if req, err := os.ReadFile(log); err != nil || !bytes.Contains(req, []byte(`"a�b"`)) {
+		t.Fatalf("control: the approver was not asked: %q %v", req, err)
+	}
+}

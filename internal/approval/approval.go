@@ -24,6 +24,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"unicode/utf8"
 
 	"github.com/toh-sandbox/toh/internal/textsafe"
 	"github.com/toh-sandbox/toh/policy"
@@ -97,6 +98,11 @@ type Command struct {
 }
 
 func (c Command) Ask(ctx context.Context, req Request) (Outcome, error) {
+	if field := notUTF8(req); field != "" {
+		// JSON would carry U+FFFD in its place: "a\xffb" and "a\uFFFDb" would
+		// read the same, and the approver could not see what runs (found by review).
+		return Cancelled, fmt.Errorf("approval command %q not asked: the request's %s is not valid UTF-8, which JSON cannot carry exactly; ask on the terminal instead", c.Path, field)
+	}
 	body, err := json.Marshal(req)
 	if err != nil {
 		return Cancelled, err
@@ -117,6 +123,27 @@ func (c Command) Ask(ctx context.Context, req Request) (Outcome, error) {
 	default:
 		return Cancelled, fmt.Errorf("approval command %q answered %q (want allowed-once, rejected or cancelled)", c.Path, line)
 	}
+}
+
+// notUTF8 names the first text of req that is not valid UTF-8, or "".
+func notUTF8(req Request) string {
+	for i, a := range req.Argv {
+		if !utf8.ValidString(a) {
+			return fmt.Sprintf("argv[%d]", i)
+		}
+	}
+	for i, r := range req.WritableRoots {
+		if !utf8.ValidString(r) {
+			return fmt.Sprintf("writableRoots[%d]", i)
+		}
+	}
+	for _, f := range []struct{ name, s string }{{"program", req.Program}, {"cwd", req.Cwd},
+		{"workspaceRoot", req.WorkspaceRoot}, {"justification", req.Justification}, {"sessionID", req.SessionID}} {
+		if !utf8.ValidString(f.s) {
+			return f.name
+		}
+	}
+	return ""
 }
 
 // Terminal prompts on the controlling terminal.
@@ -142,12 +169,13 @@ func (t Terminal) Ask(ctx context.Context, req Request) (Outcome, error) {
 	if req.RequestedMode != policy.DangerFullAccess {
 		q := make([]string, len(req.WritableRoots))
 		for i, r := range req.WritableRoots {
-			q[i] = textsafe.Visible(r)
+			q[i] = quoteArgv([]string{r})
 		}
 		writable = strings.Join(q, ", ")
 	}
-	fmt.Fprintf(tty, "toh: escalation requested\n  command:       %s\n  program:       %s\n  cwd:           %s\n  mode:          %s -> %s\n  writable:      %s\n  justification: %s\nAllow this command once under %q? [y/N] ",
-		quoteArgv(req.Argv), textsafe.Visible(req.Program), textsafe.Visible(req.Cwd), req.CurrentMode, req.RequestedMode, writable, textsafe.Visible(req.Justification), req.RequestedMode)
+	fmt.Fprintf(tty, "toh: escalation requested\n  command:       %s\n  program:       %s\n  cwd:           %s\n  mode:          %s -> %s\n  writable:      %s\n  justification: %s\nAllow %s once under %q? [y/N] ",
+		quoteArgv(req.Argv), quoteArgv([]string{req.Program}), quoteArgv([]string{req.Cwd}), req.CurrentMode, req.RequestedMode, writable,
+		quoteLong(req.Justification), quoteArgv([]string{req.Program}), req.RequestedMode)
 	answer := make(chan string, 1)
 	go func() {
 		line, err := bufio.NewReader(tty).ReadString('\n')
@@ -176,15 +204,65 @@ func (t Terminal) Ask(ctx context.Context, req Request) (Outcome, error) {
 }
 
 // quoteArgv shows argv the way a shell would need it typed, with every
-// non-printable character escaped.
+// non-printable character escaped. What could push the rest of the command off the
+// screen is shown by count outside the quotes, so it cannot be mistaken for the
+// argument's own text: a run of more than 16 spaces as ⟨N spaces⟩ (a justification
+// of "run the tests" with "curl … | sh;" and 4,000 spaces before "make test" left
+// only "make test" on the screen; found by review), and the middle of an argument
+// longer than 2,000 characters as ⟨N more bytes⟩.
 func quoteArgv(argv []string) string {
 	q := make([]string, len(argv))
 	for i, a := range argv {
-		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`") || textsafe.Visible(a) != a {
-			q[i] = strconv.QuoteToGraphic(a)
+		if a == "" || len(a) > maxShown || strings.ContainsAny(a, " \t\n'\"\\$`") || textsafe.Visible(a) != a {
+			q[i] = quoteLong(a)
 		} else {
 			q[i] = a
 		}
 	}
 	return strings.Join(q, " ")
+}
+
+const (
+	maxSpaceRun = 16   // longer runs of spaces are shown by count
+	maxShown    = 2000 // longer arguments are shown by their ends
+)
+
+// quoteLong quotes a with strconv.QuoteToGraphic, in pieces around the runs of
+// spaces and the middles that quoteArgv shows by count.
+func quoteLong(a string) string {
+	var b strings.Builder
+	run := strings.Repeat(" ", maxSpaceRun+1)
+	for a != "" {
+		i := strings.Index(a, run)
+		if i < 0 {
+			b.WriteString(quoteText(a))
+			break
+		}
+		if i > 0 {
+			b.WriteString(quoteText(a[:i]))
+		}
+		rest := strings.TrimLeft(a[i:], " ")
+		fmt.Fprintf(&b, "⟨%d spaces⟩", len(a)-i-len(rest))
+		a = rest
+	}
+	if b.Len() == 0 {
+		return `""`
+	}
+	return b.String()
+}
+
+// quoteText quotes s, showing only its ends when it is longer than maxShown, cut at
+// character boundaries.
+func quoteText(s string) string {
+	if len(s) <= maxShown {
+		return strconv.QuoteToGraphic(s)
+	}
+	h, t := maxShown*2/3, len(s)-maxShown/3
+	for h > 0 && !utf8.RuneStart(s[h]) {
+		h--
+	}
+	for t < len(s) && !utf8.RuneStart(s[t]) {
+		t++
+	}
+	return strconv.QuoteToGraphic(s[:h]) + fmt.Sprintf("⟨%d more bytes⟩", t-h) + strconv.QuoteToGraphic(s[t:])
 }
