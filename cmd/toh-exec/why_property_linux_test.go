@@ -649,6 +649,9 @@ func (l *legRun) walk() {
 	t := l.t
 	for step := range whyOpsPerLeg {
 		x := l.resolve()
+		// As toh-exec does before a run, so the tree the step is chosen in and
+		// compared with has it: the lock is toh-exec's, not the command's.
+		ensurePolicyLock(x)
 		rel, op, ok := l.choose(x)
 		if !ok {
 			t.Logf("seed %d %s: nothing left to do after %d steps", l.s.seed, l.name, step)
@@ -675,7 +678,6 @@ func (l *legRun) walk() {
 			l.checkBinary(c)
 		}
 		c.pre = factsOf(l.base, rel, c.d.Target)
-		ensurePolicyLock(x) // as toh-exec does before the run: toh-exec's, not the command's
 		before := whySnapshot(t, l.base)
 		c.out = l.perform(c)
 		after := whySnapshot(t, l.base)
