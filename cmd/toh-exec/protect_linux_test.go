@@ -546,39 +546,43 @@ echo evil > .git/hooks/pre-commit; echo evil > secrets/key.pem; mkdir .git/hooks
 		sameTree(t, script, before, treeState(t, s.ws))
 	}
 
-	// SIGTERM to toh-exec is forwarded; cleanup still runs.
-	started := filepath.Join(s.beside, "started")
-	cmd := exec.Command(tohExec, append(base, "-c", "touch "+started+" 2>/dev/null; echo > /dev/null; sleep 30")...)
+	// SIGTERM to toh-exec is forwarded; cleanup still runs. Both signals are sent
+	// once the command runs: bwrap 0.8 killed during its own set-up leaves its pid 1
+	// waiting for a handshake forever, holding a copy of every mount (a fusefence
+	// test's unmount then hung in CI).
+	running := filepath.Join(s.ws, ".running")
+	cmd := exec.Command(tohExec, append(base, "-c", "echo > .running; sleep 30")...)
 	cmd.Dir, cmd.Env = s.ws, append(os.Environ(), s.env...)
-	waitStandIns := func() {
+	waitRunning := func() {
 		t.Helper()
-		for range 500 {
-			if _, err := os.Lstat(filepath.Join(s.ws, ".git", "hooks")); err == nil {
+		for range 1000 {
+			if _, err := os.Lstat(running); err == nil {
 				return
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
-		t.Fatal("the stand-ins never appeared")
+		t.Fatal("the command never ran")
 	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitStandIns()
-	time.Sleep(100 * time.Millisecond)
+	waitRunning()
 	cmd.Process.Signal(syscall.SIGTERM)
 	cmd.Wait()
+	os.Remove(running)
 	sameTree(t, "a SIGTERMed toh-exec", before, treeState(t, s.ws))
 
 	// SIGKILL: nothing can run in toh-exec; the marked stand-ins stay ...
-	cmd = exec.Command(tohExec, append(base, "-c", "sleep 30")...)
+	cmd = exec.Command(tohExec, append(base, "-c", "echo > .running; sleep 30")...)
 	cmd.Dir, cmd.Env = s.ws, append(os.Environ(), s.env...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitStandIns()
+	waitRunning()
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
 	time.Sleep(100 * time.Millisecond) // bwrap dies with its parent
+	os.Remove(running)
 	if st := treeState(t, s.ws); !strings.Contains(st, "/.git/hooks drwxr-xr-x STAND-IN") {
 		t.Fatalf("expected the killed run's marked stand-ins:\n%s", st)
 	}
