@@ -145,10 +145,11 @@ type Stdio struct {
 	// signal.Stop, which costs 0.2 ms and buys nothing in a process about to exit.
 	Signals chan os.Signal
 	// EndLeftovers, set by a caller that owns its process and has no other child
-	// to wait for (toh-exec), makes a Landlock run end every process the command
-	// leaves behind once the command exited (leftovers_linux.go). Run then makes
-	// the process a child subreaper, for good.
+	// to wait for (toh-exec), makes a Landlock or bwrap run end every process the
+	// command (or the runner) leaves behind once it exited (leftovers_linux.go).
+	// Run then makes the process a child subreaper, for good.
 	EndLeftovers bool
+	killOnly     bool // bwrap: killLeftovers, not endLeftovers
 	// Exited, when set, is called once the command was reaped (and its leftovers
 	// ended), before its output pipes are drained: toh-exec puts the user's
 	// terminal back there, since output the command stopped (tcflow TCOOFF) would
@@ -302,10 +303,11 @@ func Run(c Confined, pol policy.Execution, dir string, env []string, stdio Stdio
 	} else if interrupted() {
 		return facts, &SpawnError{Argv0: c.Argv[0], Err: &InterruptedError{Signal: pending}}
 	}
-	if c.Backend != BackendLandlock {
-		// bwrap's PID namespace ends them; Seatbelt has no way to.
+	if c.Backend != BackendLandlock && c.Backend != BackendBwrap {
+		// Seatbelt has no way to (leftovers_linux.go says why bwrap runs need it).
 		stdio.EndLeftovers = false
 	}
+	stdio.killOnly = c.Backend == BackendBwrap
 	tail := &tailBuffer{max: TailBytes}
 	var start func(*exec.Cmd) (child, error)
 	// direct: Run starts the command itself (the Landlock rung without a stage), and
@@ -693,7 +695,11 @@ func spawn(path string, argv []string, dir string, env []string, stdio Stdio, ta
 	if stdio.EndLeftovers {
 		// Before the pipes are drained: a leftover holding one ends now, and the
 		// pipe with it, instead of PipeGrace later.
-		if lerr := endLeftovers(inherited); lerr != nil && stdio.Stderr != nil {
+		end := endLeftovers
+		if stdio.killOnly {
+			end = killLeftovers
+		}
+		if lerr := end(inherited); lerr != nil && stdio.Stderr != nil {
 			fmt.Fprintf(stdio.Stderr, "toh-exec: %v\n", lerr)
 		}
 	}

@@ -862,3 +862,30 @@ func TestBwrapStartsWhereAsked(t *testing.T) {
 		}
 	}
 }
+
+// TestRunnerOrphansAreEnded: what the runner leaves behind when it dies is ended
+// with the run. bwrap 0.8 killed during its set-up (a forwarded ^C) leaves its pid 1
+// waiting forever, holding a copy of every mount; reparented to toh-exec, it is
+// killed. A stand-in runner that leaves a process behind and exits shows it
+// deterministically (the real window is a few milliseconds wide); without the
+// subreaper the process lives on (the negative control, checked by reverting).
+func TestRunnerOrphansAreEnded(t *testing.T) {
+	s := newScratch(t)
+	tag := fmt.Sprintf("3700.%d%d", os.Getpid(), time.Now().UnixNano()%1e6)
+	fake := filepath.Join(s.beside, "bwrap")
+	if err := os.WriteFile(fake, fmt.Appendf(nil, "#!/bin/sh\nsleep %s </dev/null >/dev/null 2>&1 &\necho 'bwrap: set-up cut short' >&2\nexit 1\n", tag), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := toh(t, s.ws, nil, "--policy", s.noPolicy, "--runner", "bwrap", "--bwrap", fake,
+		"--probe-cache", filepath.Join(s.beside, "cache.json"), "--", "true")
+	left := processesWithArg(t, tag)
+	for _, pid := range left {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	if !strings.Contains(r.stderr, "set-up cut short") {
+		t.Fatalf("the stand-in runner did not run: %d %q", r.code, r.stderr)
+	}
+	if len(left) != 0 {
+		t.Fatalf("the runner's orphan outlived the run: %v", left)
+	}
+}
