@@ -92,31 +92,11 @@ func endLeftovers(keep map[int]bool) error {
 	deadline := time.Now().Add(leftoverWait)
 	pause := 20 * time.Microsecond
 	for {
-		if !hasChildren() {
-			return nil
-		}
-		all, err := childrenOf("self")
-		if err != nil {
+		kids, err := leftoverChildren(keep)
+		if err != nil || len(kids) == 0 {
 			return err
 		}
-		var kids []int
-		for _, k := range all {
-			if !keep[k] {
-				kids = append(kids, k)
-			}
-		}
-		if len(kids) == 0 {
-			return nil
-		}
-		// The whole tree, parents first: a killed parent cannot fork again, so only
-		// what was forked before its kill can be missed, and that is found in the
-		// next round, as this process's child or beneath a dying one.
-		tree := append([]int(nil), kids...)
-		for i := 0; i < len(tree); i++ {
-			_ = unix.Kill(tree[i], unix.SIGKILL)
-			grand, _ := childrenOf(strconv.Itoa(tree[i]))
-			tree = append(tree, grand...)
-		}
+		killTrees(kids)
 		reaped := 0
 		for _, pid := range kids {
 			var ws unix.WaitStatus
@@ -151,25 +131,40 @@ func endLeftovers(keep map[int]bool) error {
 // for the teardown made every bwrap run 0.9 ms slower (300 interleaved rounds), so
 // what is killed is left to exit (and to be reaped by init after toh-exec exits).
 func killLeftovers(keep map[int]bool) error {
+	kids, err := leftoverChildren(keep)
+	killTrees(kids)
+	return err
+}
+
+// leftoverChildren lists this process's children but those in keep.
+func leftoverChildren(keep map[int]bool) ([]int, error) {
 	if !hasChildren() {
-		return nil
+		return nil, nil
 	}
 	all, err := childrenOf("self")
 	if err != nil {
-		return err
+		return nil, err
 	}
-	var tree []int
+	var kids []int
 	for _, k := range all {
 		if !keep[k] {
-			tree = append(tree, k)
+			kids = append(kids, k)
 		}
 	}
+	return kids, nil
+}
+
+// killTrees sends SIGKILL to each of pids and every descendant of theirs, parents
+// first: a killed parent cannot fork again, so only what was forked before its kill
+// can be missed, and endLeftovers finds that in its next round, as this process's
+// child or beneath a dying one.
+func killTrees(pids []int) {
+	tree := append([]int(nil), pids...)
 	for i := 0; i < len(tree); i++ {
 		_ = unix.Kill(tree[i], unix.SIGKILL)
 		grand, _ := childrenOf(strconv.Itoa(tree[i]))
 		tree = append(tree, grand...)
 	}
-	return nil
 }
 
 // hasChildren asks the kernel whether this process has any child, alive or not yet
