@@ -29,21 +29,45 @@ func TestTerminalApprover(t *testing.T) {
 	}{{"y\n", 0, true}, {"n\n", exitEscalation, false}, {"\x04", exitEscalation, false}} {
 		target := filepath.Join(s.ws, "tty-out")
 		os.Remove(target)
-		master, slave := openPTY(t)
-		cmd := exec.Command(tohExec, "--policy", s.noPolicy, "--runner", "bwrap", "--sandbox-permissions", "workspace-write",
+		screen, answer := promptOnPTY(t, s.ws, "", "--policy", s.noPolicy, "--runner", "bwrap", "--sandbox-permissions", "workspace-write",
 			"--justification", "Write \x1b[2Jtty-out.", "-c", "echo ok > tty-out")
-		cmd.Dir = s.ws
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		slave.Close()
-		screen := readUntil(t, master, "[y/N] ")
 		if strings.Contains(screen, "\x1b[2J") || !strings.Contains(screen, `\x1b[2Jtty-out.`) {
 			t.Fatalf("the justification reached the terminal unescaped: %q", screen)
 		}
-		master.Write([]byte(tc.answer))
+		if got := answer(tc.answer); got != tc.code {
+			t.Fatalf("answer %q: exit %d, want %d", tc.answer, got, tc.code)
+		}
+		if tc.landed {
+			present(t, target, "ok\n")
+		} else {
+			absent(t, target)
+		}
+	}
+}
+
+// promptOnPTY starts toh-exec with args in dir, with a new pseudo-terminal as its
+// controlling terminal and typed already waiting on it, and returns what it showed
+// up to its prompt, and answer, which types the answer and returns toh-exec's exit
+// code once it ended.
+func promptOnPTY(t *testing.T, dir, typed string, args ...string) (screen string, answer func(string) int) {
+	t.Helper()
+	master, slave := openPTY(t)
+	if typed != "" {
+		if _, err := master.Write([]byte(typed)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(tohExec, args...)
+	cmd.Dir = dir
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	slave.Close()
+	screen = readUntil(t, master, "[y/N] ")
+	return screen, func(a string) int {
+		master.Write([]byte(a))
 		go func() {
 			buf := make([]byte, 4096)
 			for {
@@ -54,14 +78,7 @@ func TestTerminalApprover(t *testing.T) {
 		}()
 		cmd.Wait()
 		master.Close()
-		if got := cmd.ProcessState.ExitCode(); got != tc.code {
-			t.Fatalf("answer %q: exit %d, want %d", tc.answer, got, tc.code)
-		}
-		if tc.landed {
-			present(t, target, "ok\n")
-		} else {
-			absent(t, target)
-		}
+		return cmd.ProcessState.ExitCode()
 	}
 }
 
@@ -115,37 +132,14 @@ func readUntil(t *testing.T, f *os.File, want string) string {
 func TestTerminalApproverIgnoresTypeAhead(t *testing.T) {
 	s := newScratch(t)
 	ran := filepath.Join(s.beside, "ran")
-	master, slave := openPTY(t)
-	defer master.Close()
-	if _, err := master.Write([]byte("y\n")); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(tohExec, "--policy", s.noPolicy, "--sandbox-permissions", "danger-full-access",
+	screen, answer := promptOnPTY(t, s.ws, "y\n", "--policy", s.noPolicy, "--sandbox-permissions", "danger-full-access",
 		"--justification", "Touch a file beside.", "--", "touch", ran)
-	cmd.Dir = s.ws
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	slave.Close()
-	screen := readUntil(t, master, "[y/N] ")
 	for _, want := range []string{"program:       /", "writable:      everything (no sandbox)"} {
 		if !strings.Contains(screen, want) {
 			t.Errorf("the prompt lacks %q:\n%s", want, screen)
 		}
 	}
-	master.Write([]byte("n\n"))
-	go func() {
-		buf := make([]byte, 4096)
-		for {
-			if _, err := master.Read(buf); err != nil {
-				return
-			}
-		}
-	}()
-	cmd.Wait()
-	if got := cmd.ProcessState.ExitCode(); got != exitEscalation {
+	if got := answer("n\n"); got != exitEscalation {
 		t.Fatalf("exit %d, want %d (the typed-ahead y answered)", got, exitEscalation)
 	}
 	absent(t, ran)
@@ -156,32 +150,12 @@ func TestTerminalApproverIgnoresTypeAhead(t *testing.T) {
 // run by count, outside the quotes.
 func TestTerminalPromptShowsPaddingByCount(t *testing.T) {
 	s := newScratch(t)
-	master, slave := openPTY(t)
-	defer master.Close()
-	cmd := exec.Command(tohExec, "--policy", s.noPolicy, "--sandbox-permissions", "danger-full-access",
+	screen, answer := promptOnPTY(t, s.ws, "", "--policy", s.noPolicy, "--sandbox-permissions", "danger-full-access",
 		"--justification", "Run the unit tests.", "--", "sh", "-c", "echo curl x | cat;"+strings.Repeat(" ", 4000)+"echo make test")
-	cmd.Dir = s.ws
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	slave.Close()
-	screen := readUntil(t, master, "[y/N] ")
 	if strings.Contains(screen, strings.Repeat(" ", 17)) || !strings.Contains(screen, `"echo curl x | cat;"⟨4000 spaces⟩"echo make test"`) {
 		t.Errorf("the prompt shows the padding:\n%.600q", screen)
 	}
-	master.Write([]byte("n\n"))
-	go func() {
-		buf := make([]byte, 4096)
-		for {
-			if _, err := master.Read(buf); err != nil {
-				return
-			}
-		}
-	}()
-	cmd.Wait()
-	if got := cmd.ProcessState.ExitCode(); got != exitEscalation {
+	if got := answer("n\n"); got != exitEscalation {
 		t.Fatalf("exit %d, want %d", got, exitEscalation)
 	}
 }

@@ -172,6 +172,9 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cwd, _ := os.Getwd()
 	env := os.Environ()
 	var path string // the command's program; with an escalation, the one the approver was shown
+	notFound := func() int {
+		return out.fail(exitNotFound, "COMMAND_NOT_FOUND", fmt.Errorf("%s: command not found", argv[0]))
+	}
 	if f.escalateSet || f.justifSet {
 		// A flag given as "" still counts as given: validation must name it, never
 		// mistake it for an absent one.
@@ -199,7 +202,7 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return out.fail(code, policyErrorCode(code), err)
 		}
 		if path, err = lookCommand(argv[0], env, cwd); err != nil {
-			return out.fail(exitNotFound, "COMMAND_NOT_FOUND", fmt.Errorf("%s: command not found", argv[0]))
+			return notFound()
 		}
 		req := approval.Request{Subject: "command", Argv: argv, Program: path, Cwd: cwd, SessionID: pol.SessionID,
 			WorkspaceRoot: granted.WorkspaceRoot, CurrentMode: pol.Mode, RequestedMode: requested,
@@ -230,7 +233,7 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	if path == "" {
 		if path, err = lookCommand(argv[0], env, cwd); err != nil {
-			return out.fail(exitNotFound, "COMMAND_NOT_FOUND", fmt.Errorf("%s: command not found", argv[0]))
+			return notFound()
 		}
 	}
 
