@@ -207,13 +207,13 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		req := approval.Request{Subject: "command", Argv: argv, Program: path, Cwd: cwd, SessionID: pol.SessionID,
 			WorkspaceRoot: granted.WorkspaceRoot, CurrentMode: pol.Mode, RequestedMode: requested,
 			WritableRoots: granted.WritableRoots, Network: granted.Network, Justification: f.justif}
-		roots := everWritable(pf, cwd, pol, granted)
-		if err := approverRefusal(roots, f.approvalCmd); err != nil {
+		reach := everWritable(pf, cwd, pol, granted)
+		if err := approverRefusal(reach, f.approvalCmd); err != nil {
 			return out.fail(exitEscalation, "ESCALATION_UNAVAILABLE", err)
 		}
 		ap := approval.Choose(pol.Approval, f.approvalCmd)
 		if c, ok := ap.(approval.Command); ok {
-			c.Dir, c.Env = "/", approverEnv(env, roots)
+			c.Dir, c.Env = "/", approverEnv(env, reach)
 			ap = c
 		}
 		outcome, aerr := ap.Ask(context.Background(), req)

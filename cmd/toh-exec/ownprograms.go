@@ -135,8 +135,9 @@ func pathAheadRefusal(pol policy.Execution, backend sandbox.Backend, name, cwd, 
 	return nil
 }
 
-// everWritable lists every root a call under the policy file f could write on the
-// host, whatever the mode in force now: this call's and the grant's roots, the file's
+// everWritable is the reach of every call under the policy file f: a workspace-write
+// Execution whose roots are every root such a call could write on the host, whatever
+// the mode in force now: this call's and the grant's roots, the file's
 // workspace root and writable roots, every session's working directory, the working
 // directory of this call (a file without a workspace root makes each call's own the
 // workspace), /tmp and $TMPDIR. The approval command decides for every later call, so
@@ -145,7 +146,7 @@ func pathAheadRefusal(pol policy.Execution, backend sandbox.Backend, name, cwd, 
 // approver that a later read-only call asked (found by review). Working directories
 // of earlier calls without a workspace root cannot be known; the README says to keep
 // the approver in a directory no call runs in.
-func everWritable(f *policy.File, cwd string, pols ...policy.Execution) []string {
+func everWritable(f *policy.File, cwd string, pols ...policy.Execution) policy.Execution {
 	cands := []string{cwd, "/tmp", os.Getenv("TMPDIR")}
 	for _, p := range pols {
 		cands = append(cands, p.WorkspaceRoot)
@@ -158,28 +159,24 @@ func everWritable(f *policy.File, cwd string, pols ...policy.Execution) []string
 			cands = append(cands, s.Cwd)
 		}
 	}
-	return canon.WritableRoots(cands)
+	return policy.Execution{Mode: policy.WorkspaceWrite, WritableRoots: canon.WritableRoots(cands)}
 }
 
 // approverRefusal says why the approval command must not be asked: it lies in one of
-// roots (everWritable), or could be rewritten through another link (ownProgramRefusal).
-func approverRefusal(roots []string, approver string) error {
-	if approver == "" {
-		return nil
-	}
-	x := policy.Execution{Mode: policy.WorkspaceWrite, WritableRoots: roots}
-	return ownProgramRefusal(x, "", program{"the approval command", approver})
+// reach's roots (everWritable), or could be rewritten through another link
+// (ownProgramRefusal).
+func approverRefusal(reach policy.Execution, approver string) error {
+	return ownProgramRefusal(reach, "", program{"the approval command", approver})
 }
 
 // approverEnv is the environment the approval command runs with: the caller's, with
-// $PATH stripped of every entry a call could write in (roots, as everWritable lists
-// them) and of relative and empty entries. The approval command runs outside every
+// $PATH stripped of every entry a call could write in (reach, from everWritable) and
+// of relative and empty entries. The approval command runs outside every
 // sandbox, and an approver that runs "#!/usr/bin/env bash", jq or python3 by name ran
 // whatever a workspace-write call had planted in a virtualenv's bin listed in $PATH
 // (found by review). It runs in "/" (Command.Dir), so nothing is looked up relative to
 // the workspace either.
-func approverEnv(env []string, roots []string) []string {
-	x := policy.Execution{Mode: policy.WorkspaceWrite, WritableRoots: roots}
+func approverEnv(env []string, reach policy.Execution) []string {
 	out := make([]string, 0, len(env))
 	for _, kv := range env {
 		val, ok := strings.CutPrefix(kv, "PATH=")
@@ -189,7 +186,7 @@ func approverEnv(env []string, roots []string) []string {
 		}
 		var keep []string
 		for _, dir := range filepath.SplitList(val) {
-			if filepath.IsAbs(dir) && hostRootHolding(x, "", dir) == "" {
+			if filepath.IsAbs(dir) && hostRootHolding(reach, "", dir) == "" {
 				keep = append(keep, dir)
 			}
 		}

@@ -167,15 +167,12 @@ func (t Terminal) Ask(ctx context.Context, req Request) (Outcome, error) {
 	flushInput(int(tty.Fd()))
 	writable := "everything (no sandbox)"
 	if req.RequestedMode != policy.DangerFullAccess {
-		q := make([]string, len(req.WritableRoots))
-		for i, r := range req.WritableRoots {
-			q[i] = quoteArgv([]string{r})
-		}
-		writable = strings.Join(q, ", ")
+		writable = quoteArgv(req.WritableRoots)
 	}
+	program := quoteArgv([]string{req.Program})
 	fmt.Fprintf(tty, "toh: escalation requested\n  command:       %s\n  program:       %s\n  cwd:           %s\n  mode:          %s -> %s\n  writable:      %s\n  justification: %s\nAllow %s once under %q? [y/N] ",
-		quoteArgv(req.Argv), quoteArgv([]string{req.Program}), quoteArgv([]string{req.Cwd}), req.CurrentMode, req.RequestedMode, writable,
-		quoteLong(req.Justification), quoteArgv([]string{req.Program}), req.RequestedMode)
+		quoteArgv(req.Argv), program, quoteArgv([]string{req.Cwd}), req.CurrentMode, req.RequestedMode, writable,
+		quoteLong(req.Justification), program, req.RequestedMode)
 	answer := make(chan string, 1)
 	go func() {
 		line, err := bufio.NewReader(tty).ReadString('\n')
