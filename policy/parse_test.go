@@ -90,6 +90,18 @@ func TestParseMinimalAndEmptyContainers(t *testing.T) {
 	}
 }
 
+// Escaped text is accepted where it decodes exactly: a surrogate pair is one
+// character (the control for the unpaired-surrogate errors below).
+func TestParseEscapedCharacters(t *testing.T) {
+	f, err := Parse([]byte(`{"version":1,"workspaceRoot":"/a\ud83d\ude00b\u00e9\\u"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "/a\U0001F600bé\\u"; f.WorkspaceRoot != want {
+		t.Fatalf("workspaceRoot %q, want %q", f.WorkspaceRoot, want)
+	}
+}
+
 func TestParseErrors(t *testing.T) {
 	const mode = `(want read-only, workspace-write or danger-full-access)`
 	tests := []struct {
