@@ -84,6 +84,7 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 	if errno != 0 {
 		return errno
 	}
+	defer g.release()
 	leafFd, dirFd, _, st, errno := g.leaf()
 	if errno != 0 {
 		return errno
@@ -227,6 +228,7 @@ func (n *node) xattr(ctx context.Context, op string, r reach, fn func(proc strin
 	if errno != 0 {
 		return errno
 	}
+	defer g.release()
 	if n.isSymlink() {
 		return syscall.EOPNOTSUPP
 	}

@@ -183,3 +183,59 @@ func TestDirCacheBound(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestMutationsLeaveNoDescriptors: the parent descriptor a decision opens (see
+// judge) is closed whatever becomes of the mutation: done, refused at its other
+// end (link, rename), or refused after the decision (a symlink's xattrs). Only the
+// directory cache's expiring descriptors may stay, and they go within two
+// timeouts.
+func TestMutationsLeaveNoDescriptors(t *testing.T) {
+	const timeout = 100 * time.Millisecond
+	e := newEnvTimeout(t, policy.WorkspaceWrite, timeout, "file src/d/f hello", "file src/d/a a", "link src/d/sl -> f", "dir src/.git/hooks")
+	held := func() []string {
+		ents, _ := os.ReadDir("/proc/self/fd")
+		var open []string
+		for _, de := range ents {
+			if l, err := os.Readlink("/proc/self/fd/" + de.Name()); err == nil && strings.HasPrefix(l, e.src+"/") {
+				open = append(open, l)
+			}
+		}
+		return open
+	}
+	base := len(held())
+	steps := []struct {
+		what    string
+		run     func() error
+		refused bool
+	}{
+		{"create", func() error { return writeAt(e.m("d/new"), unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY, "n") }, false},
+		{"open for writing", func() error { return writeAt(e.m("d/f"), unix.O_WRONLY|unix.O_TRUNC, "w") }, false},
+		{"mkdir", func() error { return unix.Mkdir(e.m("d/sub"), 0o755) }, false},
+		{"mkfifo", func() error { return unix.Mkfifo(e.m("d/fifo"), 0o644) }, false},
+		{"symlink", func() error { return unix.Symlink("f", e.m("d/sl2")) }, false},
+		{"chmod", func() error { return unix.Chmod(e.m("d/f"), 0o600) }, false},
+		{"utimes", func() error { return unix.UtimesNano(e.m("d/f"), []unix.Timespec{{Sec: 1}, {Sec: 2}}) }, false},
+		{"setxattr", func() error { return unix.Setxattr(e.m("d/f"), "user.k", []byte("v"), 0) }, false},
+		{"link", func() error { return unix.Link(e.m("d/new"), e.m("d/hl")) }, false},
+		{"unlink", func() error { return unix.Unlink(e.m("d/hl")) }, false},
+		{"rename", func() error { return unix.Rename(e.m("d/new"), e.m("d/new2")) }, false},
+		{"rmdir", func() error { return unix.Rmdir(e.m("d/sub")) }, false},
+		// Refused after the first end was granted, or after the decision.
+		{"link into a protected directory", func() error { return unix.Link(e.m("d/a"), e.m(".git/hooks/x")) }, true},
+		{"rename into a protected directory", func() error { return unix.Rename(e.m("d/a"), e.m(".git/hooks/pre-commit")) }, true},
+		{"lsetxattr of a symlink", func() error { return unix.Lsetxattr(e.m("d/sl"), "trusted.k", []byte("v"), 0) }, true},
+	}
+	for _, st := range steps {
+		err := st.run()
+		if refused := err != nil; refused != st.refused {
+			t.Fatalf("%s: %v, want refused %v", st.what, err, st.refused)
+		}
+	}
+	deadline := time.Now().Add(2*timeout + time.Second)
+	for len(held()) > base {
+		if time.Now().After(deadline) {
+			t.Fatalf("descriptors into SOURCE still held %v after the last mutation: %q", 2*timeout+time.Second, held())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -135,10 +135,17 @@
 //     would let another local user replace the hooks later, outside the fence.
 //     `toh-exec why --op write` does not tell widening from narrowing and answers
 //     allow there. danger-full-access allows everything but device nodes.
-//  3. The mutation is performed relative to a descriptor of the parent opened with
+//  3. The mutation is performed relative to a descriptor of the parent opened
+//     without following any symlink. Usually that is the decision's own: the
+//     walk of step 1 that confirmed the parent's path canonical is one openat2
+//     from "/" with RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS (magic links included),
+//     so the directory it opened is the one at that canonical path, within the
+//     root, at that moment, and the mutation goes through it (one walk per
+//     mutation, not two). Otherwise (a symlink on the way, resolved by
+//     canon.Canonical; no openat2) the parent is opened with
 //     canon.OpenParentBeneath from a cached O_PATH descriptor of the writable root
 //     (openat2 RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS|RESOLVE_NO_MAGICLINKS, or a
-//     no-follow walk), and the parent's (dev, ino) must equal what stat saw of the
+//     no-follow walk), and its (dev, ino) must equal what stat saw of the
 //     canonical parent during the decision; a symlink on the way or a different
 //     directory is a denial (rule symlink-race). The last component is never
 //     followed (O_NOFOLLOW, AT_SYMLINK_NOFOLLOW, an O_PATH descriptor used with
@@ -310,8 +317,9 @@
 // and the writable roots' ancestors (a root is opened by its canonical path when
 // the policy changes). It defends against a caller that races the fence by
 // swapping directories and symlinks inside SOURCE and the roots: every mutation is
-// performed beneath the root's descriptor without following symlinks, on a parent
-// whose identity was checked, so it lands inside the root or not at all.
+// performed on a parent reached without following symlinks, either from "/" by the
+// decision's own walk or beneath the root's descriptor with its identity checked
+// against the decision's, so it lands inside the root or not at all.
 //
 // As root the daemon is a deputy: with default_permissions the kernel checks each
 // caller against the node's cached attributes, and the daemon then opens or changes

@@ -102,6 +102,7 @@ func (f *fence) openForWrite(ctx context.Context, s *snapshot, op, rel string, f
 	if errno != 0 {
 		return nil, st, 0, errno
 	}
+	defer g.release()
 	if g.p.Rel == "." {
 		return nil, st, 0, syscall.EISDIR
 	}
@@ -205,6 +206,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	if errno != 0 {
 		return nil, nil, 0, errno
 	}
+	defer g.release()
 	dirFd, base, errno := g.parent()
 	if errno != 0 {
 		return nil, nil, 0, errno

@@ -49,7 +49,12 @@ type grant struct {
 	// the mutation goes through must still be that directory.
 	parentDev, parentIno uint64
 	parentGen            uint64 // its birth time, 0 when unknown (see isNode)
-	parentMode           uint32 // set by parent()
+	parentMode           uint32 // set by parent(); 0 when unknown
+
+	// dirFd is the decision's own descriptor of the canonical parent (see
+	// resolve), which parent hands to the mutation; -1 when there is none or it
+	// was handed over. release closes one nobody took.
+	dirFd int
 }
 
 // judge re-resolves the mount-relative path rel now and decides the mutation op
@@ -58,7 +63,13 @@ func (f *fence) judge(ctx context.Context, s *snapshot, op, rel string, fm form,
 	if s.err != nil {
 		return nil, f.deny(ctx, s, op, rel, f.host(rel), RulePolicyInvalid)
 	}
-	target, parentSt, parentGen, ok := f.resolve(rel, fm)
+	target, dirFd, parentSt, parentGen, ok := f.resolve(rel, fm)
+	granted := false
+	defer func() {
+		if !granted && dirFd >= 0 {
+			unix.Close(dirFd)
+		}
+	}()
 	if !ok || f.mountpoint != "" && canon.LexicallyWithin(target, f.mountpoint) {
 		return nil, f.deny(ctx, s, op, rel, target, RuleOwnMount)
 	}
@@ -90,7 +101,16 @@ func (f *fence) judge(ctx context.Context, s *snapshot, op, rel string, fm form,
 	if !ok {
 		return nil, syscall.ENOENT // the root does not exist, so neither does anything beneath it
 	}
-	g := &grant{f: f, s: s, ctx: ctx, op: op, rel: rel, target: target, p: p, rootFd: rootFd, protVer: ps.ver}
+	g := &grant{f: f, s: s, ctx: ctx, op: op, rel: rel, target: target, p: p, rootFd: rootFd, protVer: ps.ver, dirFd: -1}
+	if p.Rel != "." && dirFd >= 0 {
+		// The decision's walk to the parent followed no symlink from "/" and found
+		// it at the canonical path, within the root: it is the mutation's parent.
+		g.dirFd, granted = dirFd, true
+		if parentSt != nil {
+			g.parentDev, g.parentIno, g.parentGen, g.parentMode = uint64(parentSt.Dev), parentSt.Ino, parentGen, parentSt.Mode
+		}
+		return g, 0
+	}
 	if p.Rel != "." {
 		if parentSt == nil {
 			parentSt = new(unix.Stat_t)
@@ -112,33 +132,48 @@ func (f *fence) judgeEntry(ctx context.Context, s *snapshot, op string, dir *nod
 		return nil, errno
 	}
 	if errno := g.inDir(dir); errno != 0 {
+		g.release()
 		return nil, errno
 	}
 	return g, 0
 }
 
+// release closes the parent descriptor the decision kept if the mutation did not
+// take it (see parent). Every grant is released: callers defer it.
+func (g *grant) release() {
+	if g.dirFd >= 0 {
+		unix.Close(g.dirFd)
+		g.dirFd = -1
+	}
+}
+
 // canonical is the canonical host target of rel in form fm.
 func (f *fence) canonical(rel string, fm form) string {
-	target, _, _, _ := f.resolve(rel, fm)
+	target, dirFd, _, _, _ := f.resolve(rel, fm)
+	if dirFd >= 0 {
+		unix.Close(dirFd)
+	}
 	return target
 }
 
-// resolve re-resolves rel now: its canonical host target in form fm, and, when it
-// came for free, what statx says of the target's parent directory (nil otherwise)
-// with its generation (see statxAt).
+// resolve re-resolves rel now: its canonical host target in form fm and, when
+// the walk below found it, an O_PATH descriptor of the target's parent directory
+// (dirFd, which the caller closes; -1 otherwise), with what statx says of it for a
+// formEntry target (parentSt; nil otherwise) and its generation (see statxAt).
 //
 // The host spelling of a path in the mirror is SOURCE (canonical) and the node
 // names, so it is almost always canonical already. One openat2 from "/" that
 // refuses every symlink confirms that for the parent directory, where
 // canon.Canonical lstats each prefix in turn (one walk of the whole path per
-// component); the descriptor also yields the parent's identity. Anything else (a
-// symlink on the way or in the last component of an inode target, a missing
-// directory, no openat2) is canon.Canonical's, as before, except that it never
-// looks a name up inside this mount: ok is false when rel leads back into it.
-func (f *fence) resolve(rel string, fm form) (target string, parentSt *unix.Stat_t, parentGen uint64, ok bool) {
+// component); the descriptor it yields is the parent itself, at its canonical path
+// as of now. Anything else (a symlink on the way or in the last component of an
+// inode target, a missing directory, no openat2) is canon.Canonical's, as before,
+// except that it never looks a name up inside this mount: ok is false when rel
+// leads back into it.
+func (f *fence) resolve(rel string, fm form) (target string, dirFd int, parentSt *unix.Stat_t, parentGen uint64, ok bool) {
 	if rel == "" {
 		target, ok = f.canon(f.host(rel))
-		return target, nil, 0, ok
+		return target, -1, nil, 0, ok
 	}
 	dir, base := "", rel
 	if i := strings.LastIndexByte(rel, '/'); i >= 0 {
@@ -150,32 +185,35 @@ func (f *fence) resolve(rel string, fm form) (target string, parentSt *unix.Stat
 		joined = "/" + base
 	}
 	if fd, ok := f.openCanonicalDir(hostDir); ok {
-		defer unix.Close(fd)
 		var st unix.Stat_t
 		if fm == formInode {
 			// The target is what the last component leads to: only a name that is no
-			// symlink (or does not exist) keeps the joined spelling.
+			// symlink (or does not exist) keeps the joined spelling. Its parent's
+			// identity is not needed: the node's own is checked on the leaf.
 			err := unix.Fstatat(fd, base, &st, unix.AT_SYMLINK_NOFOLLOW)
 			if err == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK || err != nil && err != unix.ENOENT {
+				unix.Close(fd)
 				target, ok = f.canon(f.host(rel))
-				return target, nil, 0, ok
+				return target, -1, nil, 0, ok
 			}
+			return joined, fd, nil, 0, true
 		}
 		gen, err := statxFd(fd, &st)
 		if err != nil {
-			return joined, nil, 0, true
+			unix.Close(fd)
+			return joined, -1, nil, 0, true
 		}
-		return joined, &st, gen, true
+		return joined, fd, &st, gen, true
 	}
 	if fm == formInode {
 		target, ok = f.canon(f.host(rel))
-		return target, nil, 0, ok
+		return target, -1, nil, 0, ok
 	}
 	parent, ok := f.canon(hostDir)
 	if parent == "/" {
-		return "/" + base, nil, 0, ok
+		return "/" + base, -1, nil, 0, ok
 	}
-	return parent + "/" + base, nil, 0, ok
+	return parent + "/" + base, -1, nil, 0, ok
 }
 
 // noOpenat2 is set once openat2 answered ENOSYS.
@@ -211,9 +249,24 @@ func (f *fence) openCanonicalDir(hostDir string) (int, bool) {
 }
 
 // parent opens the target's parent directory beneath the writable root, without
-// following any symlink, and checks it is the directory the decision was made on.
-// The caller closes dirFd and performs the mutation on base relative to it.
+// following any symlink, and checks it is the directory the decision was made on;
+// or hands over the descriptor the decision's own walk opened (see judge). The
+// caller closes dirFd and performs the mutation on base relative to it.
 func (g *grant) parent() (dirFd int, base string, errno syscall.Errno) {
+	if g.dirFd >= 0 {
+		dirFd, g.dirFd = g.dirFd, -1
+		base = path.Base(g.p.Rel)
+		if g.parentMode == 0 && g.f.asRoot() {
+			// chownNew's question (a set-group-ID parent), asked only where it is.
+			var st unix.Stat_t
+			if err := unix.Fstat(dirFd, &st); err != nil {
+				unix.Close(dirFd)
+				return -1, "", toErrno(err)
+			}
+			g.parentMode = st.Mode
+		}
+		return dirFd, base, 0
+	}
 	dirFd, base, err := canon.OpenParentBeneath(g.rootFd, g.p.Rel)
 	if err != nil {
 		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EXDEV) {

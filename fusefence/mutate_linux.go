@@ -23,6 +23,7 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	if errno != 0 {
 		return nil, errno
 	}
+	defer g.release()
 	dirFd, base, errno := g.parent()
 	if errno != 0 {
 		return nil, errno
@@ -55,6 +56,7 @@ func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 	if errno != 0 {
 		return nil, errno
 	}
+	defer g.release()
 	dirFd, base, errno := g.parent()
 	if errno != 0 {
 		return nil, errno
@@ -81,6 +83,7 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	if errno != 0 {
 		return nil, errno
 	}
+	defer g.release()
 	dirFd, base, errno := g.parent()
 	if errno != 0 {
 		return nil, errno
@@ -120,10 +123,12 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	if errno != 0 {
 		return nil, errno
 	}
+	defer gs.release()
 	gd, errno := n.f.judgeEntry(ctx, s, "link", n, rel, reachCarrier)
 	if errno != 0 {
 		return nil, errno
 	}
+	defer gd.release()
 	if gs.p.Rel == "." {
 		return nil, syscall.EPERM // a writable root is a directory
 	}
@@ -206,6 +211,7 @@ func (n *node) remove(ctx context.Context, op, name string, flags int) syscall.E
 	if errno != 0 {
 		return errno
 	}
+	defer g.release()
 	dirFd, base, errno := g.parent()
 	if errno != 0 {
 		return errno
@@ -251,10 +257,12 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	if errno != 0 {
 		return errno
 	}
+	defer g1.release()
 	g2, errno := n.f.judgeEntry(ctx, s, "rename", np, childRel(np.rel(), newName), reachCarrier)
 	if errno != 0 {
 		return errno
 	}
+	defer g2.release()
 	d1, b1, errno := g1.parent()
 	if errno != 0 {
 		return errno

@@ -71,22 +71,35 @@ func TestResolveMatchesCanonical(t *testing.T) {
 	fast := 0
 	for _, rel := range rels {
 		for _, fm := range []form{formEntry, formInode} {
-			got, st, _, ok := f.resolve(rel, fm)
+			got, dirFd, st, _, ok := f.resolve(rel, fm)
 			if !ok {
 				t.Errorf("resolve(%q, %d): leads into the mount, with no mount", rel, fm)
 			}
 			if want := reference(rel, fm); got != want {
 				t.Errorf("resolve(%q, %d) = %q, canon.Canonical says %q", rel, fm, got, want)
 			}
-			if st == nil {
+			if dirFd < 0 {
+				if st != nil {
+					t.Errorf("resolve(%q, %d): the parent's statx without its descriptor", rel, fm)
+				}
 				continue
 			}
 			fast++
-			var want unix.Stat_t
+			var want, held unix.Stat_t
 			if err := unix.Stat(path.Dir(got), &want); err != nil {
 				t.Fatal(err)
 			}
-			if st.Dev != want.Dev || st.Ino != want.Ino {
+			err := unix.Fstat(dirFd, &held)
+			unix.Close(dirFd)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if held.Dev != want.Dev || held.Ino != want.Ino {
+				t.Errorf("resolve(%q, %d): parent descriptor %d:%d, stat of %q says %d:%d", rel, fm, held.Dev, held.Ino, path.Dir(got), want.Dev, want.Ino)
+			}
+			if (st != nil) != (fm == formEntry) {
+				t.Errorf("resolve(%q, %d): parent statx %v, want it for entries only", rel, fm, st != nil)
+			} else if st != nil && (st.Dev != want.Dev || st.Ino != want.Ino) {
 				t.Errorf("resolve(%q, %d): parent identity %d:%d, stat of %q says %d:%d", rel, fm, st.Dev, st.Ino, path.Dir(got), want.Dev, want.Ino)
 			}
 		}
