@@ -508,8 +508,8 @@ func toErrno(err error) syscall.Errno {
 	if err == nil {
 		return 0
 	}
-	var e syscall.Errno
-	if errors.As(err, &e) {
+	e, ok := err.(syscall.Errno) // most are bare: no errors.As, which allocates
+	if ok || errors.As(err, &e) {
 		if e == syscall.ENOSYS {
 			return syscall.EOPNOTSUPP
 		}

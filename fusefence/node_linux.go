@@ -202,7 +202,8 @@ func (n *node) parentNode() *node {
 // with ENOENT instead of looping (go-fuse's Inode.Path would allocate forever).
 func (n *node) rel() string {
 	root := n.f.root.EmbeddedInode()
-	var segs []string
+	var buf [24]string // most paths are shallower: no allocation but the result
+	segs := buf[:0]
 	p := n.EmbeddedInode()
 	for p != root {
 		name, parent := p.Parent()

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toh-sandbox/toh/canon"
 	"github.com/toh-sandbox/toh/policy"
 )
 
@@ -112,5 +113,23 @@ func TestProtectedOf(t *testing.T) {
 	x.Mode = policy.DangerFullAccess
 	if g := protectedOf(x); len(g.protect)+len(g.policy) != 0 {
 		t.Errorf("danger-full-access guards %+v", g)
+	}
+}
+
+// TestPrefixWithin: guards' shortcut agrees with canon.LexicallyWithin on clean
+// absolute paths, and on anything else matches at least where it does.
+func TestPrefixWithin(t *testing.T) {
+	clean := []string{"/", "/a", "/ab", "/a/b", "/a/bc", "/a/b/c", "/b", "/a/b/c/d"}
+	unclean := []string{"", "a", "/a/", "/a//b", "/a/./b", "/a/../b", "/a/b/.."}
+	for _, p := range append(clean, unclean...) {
+		for _, r := range append(clean, unclean...) {
+			got, want := prefixWithin(p, r), canon.LexicallyWithin(p, r)
+			if slices.Contains(clean, p) && slices.Contains(clean, r) && got != want {
+				t.Errorf("prefixWithin(%q, %q) = %v, canon.LexicallyWithin says %v", p, r, got, want)
+			}
+			if want && !got {
+				t.Errorf("prefixWithin(%q, %q) = false where canon.LexicallyWithin matches", p, r)
+			}
+		}
 	}
 }
