@@ -144,7 +144,7 @@ func (e *env) unmount() {
 	case err = <-done:
 	case <-time.After(20 * time.Second):
 		e.t.Logf("unmount of %s still waiting after 20s: a copy of the mount lives in another mount namespace; aborting the connection", e.mnt)
-		if aerr := abortCopies(e.fence.f.ownDev.Load()); aerr != nil {
+		if aerr := abortConnection(e.fence.f.ownDev.Load()); aerr != nil {
 			e.t.Errorf("aborting the connection: %v", aerr)
 		}
 		err = <-done
@@ -329,25 +329,4 @@ func (e *env) unchanged(what string, op func() error) error {
 		e.t.Errorf("%s changed the host:\n%s", what, d)
 	}
 	return err
-}
-
-// abortCopies aborts the FUSE connection of the mount with device dev through the
-// fuse control file system: /sys/fs/fuse/connections where it is mounted there
-// (abortConnection), else a private mount of it made for this (as root), unmounted
-// again.
-func abortCopies(dev uint64) error {
-	err := abortConnection(dev)
-	if !errors.Is(err, fs.ErrNotExist) || os.Geteuid() != 0 {
-		return err
-	}
-	dir, derr := os.MkdirTemp("/var/tmp", "toh-fusectl-")
-	if derr != nil {
-		return derr
-	}
-	defer os.Remove(dir)
-	if merr := unix.Mount("fusectl", dir, "fusectl", 0, ""); merr != nil {
-		return fmt.Errorf("%v; mounting fusectl: %w", err, merr)
-	}
-	defer unix.Unmount(dir, 0)
-	return os.WriteFile(fmt.Sprintf("%s/%d/abort", dir, unix.Minor(dev)), []byte("1"), 0)
 }

@@ -340,11 +340,13 @@ func (m *Fence) Unmount() error {
 //
 // As root, umount2 with MNT_FORCE: FUSE's umount_begin aborts the connection before
 // the unmount is tried, and a mount still in use is then detached (MNT_DETACH), dead.
-// Otherwise fusermount3 -u (-z when busy); if the requests have not ended after
-// grace, the connection is aborted through the fuse control file system
+// Otherwise fusermount3 -u (-z when busy). If the requests have not ended after
+// grace (the mount was unmounted here already, or this is not root), the
+// connection is aborted through the fuse control file system
 // (/sys/fs/fuse/connections/N/abort, writable by the mount's owner where it is
-// mounted, as systemd does); without it the daemon waits for those sandboxes, and
-// says so through logf.
+// mounted, as systemd does; as root one is mounted for this in a mount namespace
+// of its own where none is, see abortConnection); without it the daemon waits for
+// those sandboxes, and says so through logf.
 func (m *Fence) Stop(grace time.Duration, logf func(string, ...any)) {
 	ended := make(chan struct{})
 	go func() {
@@ -375,24 +377,6 @@ func (m *Fence) Stop(grace time.Duration, logf func(string, ...any)) {
 		<-ended
 	}
 	m.f.forgetMirror()
-}
-
-// abortConnection aborts the FUSE connection of the mount whose device is dev
-// through the fuse control file system.
-func abortConnection(dev uint64) error {
-	if dev == 0 {
-		return errors.New("the mount's device is not known")
-	}
-	p := fmt.Sprintf("/sys/fs/fuse/connections/%d/abort", unix.Minor(dev))
-	f, err := os.OpenFile(p, os.O_WRONLY, 0)
-	if err != nil {
-		return err
-	}
-	_, err = f.WriteString("1")
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // snapshot is one generation of the policy with the writable roots opened. It is

@@ -141,8 +141,13 @@ func runMount(o mountOptions, stderr io.Writer) int {
 	logf("serving %s on %s", o.source, o.mountpoint)
 
 	stopped := make(chan struct{})
+	unmounted := m.Unmounted(logf)
 	go func() {
-		<-sigs
+		select {
+		case <-sigs:
+		case <-unmounted:
+			logf("%s was unmounted here, but another mount namespace still holds a copy of it (a sandbox started while it was mounted): ending that copy too", o.mountpoint)
+		}
 		// Every request on the mount fails from here on, in copies other mount
 		// namespaces hold too; descriptors still open on it get ENOTCONN.
 		m.Stop(stopGrace, logf)

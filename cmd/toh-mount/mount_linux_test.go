@@ -280,35 +280,12 @@ func TestKilledDaemonFailsClosedAndRestartRecovers(t *testing.T) {
 // serves reads before.
 func TestStopEndsCopiesInOtherNamespaces(t *testing.T) {
 	testutil.RequireFUSE(t)
-	// Root: unshare -m and nsenter. An unprivileged daemon aborts its connection
-	// through the fuse control file system where one is mounted (fusefence.Stop).
-	testutil.RequireRoot(t)
-	for _, tool := range []string{"unshare", "nsenter"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s: %v", tool, err)
-		}
-	}
+	// Root (holdCopy): unshare -m and nsenter. An unprivileged daemon aborts its
+	// connection through the fuse control file system where one is mounted
+	// (fusefence.Stop).
 	tr := newTree(t, policy.ReadOnly)
 	d := startDaemon(t, tr.src, tr.mnt, tr.args()...)
-	holder := exec.Command("unshare", "-m", "--propagation", "private", "sleep", "120")
-	if err := holder.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { holder.Process.Kill(); holder.Wait() })
-	readCopy := func() (string, error) {
-		out, err := exec.Command("nsenter", "-t", strconv.Itoa(holder.Process.Pid), "-m", "cat", tr.mnt+"/f").CombinedOutput()
-		return string(out), err
-	}
-	for i := 0; ; i++ {
-		out, err := readCopy()
-		if err == nil && out == "hello" {
-			break
-		}
-		if i == 200 {
-			t.Fatalf("the copy in the other namespace: %q, %v", out, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	readCopy := holdCopy(t, tr.mnt)
 	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -322,6 +299,69 @@ func TestStopEndsCopiesInOtherNamespaces(t *testing.T) {
 	}
 	if out, err := readCopy(); err == nil || !strings.Contains(out, "not connected") {
 		t.Errorf("the copy after SIGTERM: %q, %v; want ENOTCONN", out, err)
+	}
+}
+
+// holdCopy starts a process in a new mount namespace, which holds a copy of the
+// mount at mnt (as a sandbox started while it was mounted does), and returns a
+// read of mnt/f from there, once that read has served "hello". As root, with
+// unshare and nsenter (skipped otherwise).
+func holdCopy(t *testing.T, mnt string) func() (string, error) {
+	t.Helper()
+	testutil.RequireRoot(t)
+	for _, tool := range []string{"unshare", "nsenter"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s: %v", tool, err)
+		}
+	}
+	holder := exec.Command("unshare", "-m", "--propagation", "private", "sleep", "120")
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { holder.Process.Kill(); holder.Wait() })
+	readCopy := func() (string, error) {
+		out, err := exec.Command("nsenter", "-t", strconv.Itoa(holder.Process.Pid), "-m", "cat", mnt+"/f").CombinedOutput()
+		return string(out), err
+	}
+	for i := 0; ; i++ {
+		out, err := readCopy()
+		if err == nil && out == "hello" {
+			return readCopy
+		}
+		if i == 200 {
+			t.Fatalf("the copy in the other namespace: %q, %v", out, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestUnmountFlagEndsCopies: toh-mount -u while another mount namespace holds a
+// copy of the mount. The daemon used to go on serving that copy, unasked, until
+// the namespace ended (and a SIGTERM then waited for it too where no fuse control
+// file system is mounted, as on Debian's default). It now sees its mount gone,
+// says why it goes on, ends the copy (ENOTCONN) and exits 0. Control: the copy
+// served reads before (holdCopy).
+func TestUnmountFlagEndsCopies(t *testing.T) {
+	testutil.RequireFUSE(t)
+	tr := newTree(t, policy.ReadOnly)
+	d := startDaemon(t, tr.src, tr.mnt, tr.args()...)
+	readCopy := holdCopy(t, tr.mnt)
+	if out, err := exec.Command(binary, "-u", tr.mnt).CombinedOutput(); err != nil {
+		t.Fatalf("toh-mount -u: %v\n%s", err, out)
+	}
+	select {
+	case <-d.done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("toh-mount did not exit within 30s of toh-mount -u while another namespace held a copy\n%s", d.stderr)
+	}
+	if code := d.cmd.ProcessState.ExitCode(); code != 0 || mountCount(tr.mnt) != 0 {
+		t.Errorf("after -u: exit %d, %d mounts left\n%s", code, mountCount(tr.mnt), d.stderr)
+	}
+	if !strings.Contains(d.stderr.String(), "still holds a copy") {
+		t.Errorf("the daemon did not say why it ended the copy:\n%s", d.stderr)
+	}
+	if out, err := readCopy(); err == nil || !strings.Contains(out, "not connected") {
+		t.Errorf("the copy after -u: %q, %v; want ENOTCONN", out, err)
 	}
 }
 
