@@ -84,6 +84,9 @@ bench_fs_mount $(((REPS * ntargets + 1) * SEQ_MIB + 4096))
 src=$base/ws tarball=$base/tree.tar
 
 note "building toh-mount, go-fuse's example/loopback, lbmount and fusebench into $bin"
+# What is measured is what was built now: said before the build, not after the run
+# (edits made while it runs are not in the binaries).
+built=$(git -C "$repo" rev-parse --short HEAD)$(git -C "$repo" diff --quiet HEAD -- fusefence cmd/toh-mount canon policy bench/fuse || echo ' (with uncommitted changes)')
 build_fuse_mirrors "$bin"
 (cd "$repo" && go build -o "$bin/fusebench" ./bench/fuse/fusebench)
 
@@ -139,7 +142,7 @@ denials=$(wc -l <"$etc/audit.log")
 
 header="# toh-mount speed, $stamp
 
-\`$cmdline\` at $(git -C "$repo" rev-parse --short HEAD)$(git -C "$repo" diff --quiet HEAD -- fusefence cmd/toh-mount bench/fuse || echo ' (with uncommitted changes)'),
+\`$cmdline\` at $built,
 Linux $(uname -r), $(nproc) CPUs, $(go version | cut -d' ' -f3), SOURCE: $nfiles entries of Go's src/ on $fsdesc, load average before the run: $load.
 Times: median seconds of $REPS runs (± half the interquartile range, or half the range under 4 runs).
 Ratios: median of the per-repetition ratios. The toh-mount audit log recorded $denials denials."
