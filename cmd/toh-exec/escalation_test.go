@@ -178,6 +178,65 @@ func TestApproverInAnyCallsRootIsRefused(t *testing.T) {
 	}
 }
 
+// An approver that another local user could replace (a group- or world-writable
+// file or directory above it, or one owned by someone else) would let that user
+// approve the caller's escalations: it is refused unasked (ESCALATION_UNAVAILABLE),
+// naming what to fix. Control: the same approver with the modes mended is asked
+// and the approved command runs.
+func TestApproverOthersCouldReplaceIsRefused(t *testing.T) {
+	s := newScratch(t)
+	ran := filepath.Join(s.beside, "ran")
+	esc := []string{"--policy", s.noPolicy, "--sandbox-permissions", "danger-full-access", "--justification", "Needs the disk."}
+	open := filepath.Join(s.beside, "open")
+	if err := os.Mkdir(open, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ask, log := approver(t, open, "allowed-once")
+	cases := []struct {
+		what string
+		set  func() error
+	}{
+		{"world-writable directory", func() error { return os.Chmod(open, 0o777) }},
+		{"group-writable directory", func() error { return os.Chmod(open, 0o775) }},
+		{"group-writable approver", func() error { return os.Chmod(ask, 0o775) }},
+	}
+	if os.Geteuid() == 0 {
+		cases = append(cases, struct {
+			what string
+			set  func() error
+		}{"approver owned by another user", func() error { return os.Chown(ask, 65534, 65534) }})
+	}
+	mend := func() {
+		t.Helper()
+		if err := os.Chmod(open, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(ask, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(ask, os.Geteuid(), os.Getegid()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range cases {
+		mend()
+		if err := c.set(); err != nil {
+			t.Fatal(err)
+		}
+		e, r := tohJSON(t, s.ws, nil, append(append(esc, "--approval-command", ask), "--", "touch", ran)...)
+		if r.code != exitEscalation || e.Error == nil || e.Error.Code != "ESCALATION_UNAVAILABLE" || !strings.Contains(e.Error.Message, "could be replaced by another user") {
+			t.Fatalf("%s: code %d %+v", c.what, r.code, e.Error)
+		}
+		absent(t, log)
+		absent(t, ran)
+	}
+	mend()
+	if _, r := tohJSON(t, s.ws, nil, append(append(esc, "--approval-command", ask), "--", "touch", ran)...); r.code != 0 {
+		t.Fatalf("approver only its owner can change: %d %s", r.code, r.stderr)
+	}
+	present(t, ran, "")
+}
+
 // The approval command runs outside every sandbox, in "/", with a $PATH that holds no
 // directory a call could write in: an approver starting "#!/usr/bin/env sh" ran the
 // sh a workspace-write call had planted in a virtualenv's bin listed in $PATH (found
