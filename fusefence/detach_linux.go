@@ -149,6 +149,22 @@ func (m *Fence) Unmounted(logf func(string, ...any)) <-chan struct{} {
 	return gone
 }
 
+// mountedHere reports whether the daemon's own mount namespace still lists the
+// mount (true when that cannot be told).
+func (m *Fence) mountedHere() bool {
+	dev := m.f.ownDev.Load()
+	if dev == 0 || m.f.mountpoint == "" {
+		return true
+	}
+	mi, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return true
+	}
+	defer mi.Close()
+	listed, err := mountListed(mi, fmt.Sprintf("%d:%d", unix.Major(dev), unix.Minor(dev)), m.f.mountpoint)
+	return listed || err != nil
+}
+
 // mountListed reads the mount table mi from its start and reports whether it lists
 // a mount of device want ("major:minor") at mountpoint.
 func mountListed(mi *os.File, want, mountpoint string) (bool, error) {

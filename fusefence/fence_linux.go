@@ -353,9 +353,11 @@ func (m *Fence) Stop(grace time.Duration, logf func(string, ...any)) {
 		m.server.Wait()
 		close(ended)
 	}()
-	if os.Geteuid() == 0 {
-		// EINVAL: no longer mounted here (toh-mount -u, umount); only the control
-		// file system can end copies then.
+	if !m.mountedHere() {
+		// Unmounted here already (toh-mount -u, umount, see Unmounted): only the
+		// control file system can end the copies.
+	} else if os.Geteuid() == 0 {
+		// EINVAL: no longer mounted here after all.
 		if err := unix.Unmount(m.mp, unix.MNT_FORCE); err != nil && err != unix.EINVAL {
 			if err := Unmount(m.mp, true); err != nil {
 				logf("%v", err)
@@ -372,7 +374,7 @@ func (m *Fence) Stop(grace time.Duration, logf func(string, ...any)) {
 	case <-time.After(grace):
 		if err := abortConnection(m.f.ownDev.Load()); err != nil {
 			logf("%s is still served in another mount namespace (a sandbox started while it was mounted), "+
-				"and the connection cannot be aborted (%v): waiting for those to end", m.mp, err)
+				"and the connection cannot be aborted (%v): waiting for those to end (to end them now, root can mount the fuse control file system: mount -t fusectl fusectl /sys/fs/fuse/connections)", m.mp, err)
 		}
 		<-ended
 	}
