@@ -273,35 +273,6 @@ func TestKilledDaemonFailsClosedAndRestartRecovers(t *testing.T) {
 	}
 }
 
-// TestStopEndsCopiesInOtherNamespaces: a mount namespace made while the mount was up
-// (a sandbox: bwrap copies every mount below /) holds a copy of it. SIGTERM ends the
-// mount there too, failing closed (ENOTCONN), and the daemon exits; it used to go on
-// serving the copy, and not exit, until that namespace ended. Control: the copy
-// serves reads before.
-func TestStopEndsCopiesInOtherNamespaces(t *testing.T) {
-	testutil.RequireFUSE(t)
-	// Root (holdCopy): unshare -m and nsenter. An unprivileged daemon aborts its
-	// connection through the fuse control file system where one is mounted
-	// (fusefence.Stop).
-	tr := newTree(t, policy.ReadOnly)
-	d := startDaemon(t, tr.src, tr.mnt, tr.args()...)
-	readCopy := holdCopy(t, tr.mnt)
-	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-d.done:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("toh-mount did not exit within 30s of SIGTERM while another namespace held a copy\n%s", d.stderr)
-	}
-	if code := d.cmd.ProcessState.ExitCode(); code != 0 || mountCount(tr.mnt) != 0 {
-		t.Errorf("after SIGTERM: exit %d, %d mounts left\n%s", code, mountCount(tr.mnt), d.stderr)
-	}
-	if out, err := readCopy(); err == nil || !strings.Contains(out, "not connected") {
-		t.Errorf("the copy after SIGTERM: %q, %v; want ENOTCONN", out, err)
-	}
-}
-
 // holdCopy starts a process in a new mount namespace, which holds a copy of the
 // mount at mnt (as a sandbox started while it was mounted does), and returns a
 // read of mnt/f from there, once that read has served "hello". As root, with
@@ -335,33 +306,54 @@ func holdCopy(t *testing.T, mnt string) func() (string, error) {
 	}
 }
 
-// TestUnmountFlagEndsCopies: toh-mount -u while another mount namespace holds a
-// copy of the mount. The daemon used to go on serving that copy, unasked, until
-// the namespace ended (and a SIGTERM then waited for it too where no fuse control
-// file system is mounted, as on Debian's default). It now sees its mount gone,
-// says why it goes on, ends the copy (ENOTCONN) and exits 0. Control: the copy
-// served reads before (holdCopy).
-func TestUnmountFlagEndsCopies(t *testing.T) {
+// TestEndingTheMountEndsCopies: a mount namespace made while the mount was up (a
+// sandbox: bwrap copies every mount below /) holds a copy of it. Ending the mount
+// ends it there too, failing closed (ENOTCONN), and the daemon exits 0, whether it
+// is ended by SIGTERM or unmounted with toh-mount -u. It used to go on serving the
+// copy, and not exit, until that namespace ended; after -u, unasked, and a SIGTERM
+// then waited as well where no fuse control file system is mounted (as on Debian
+// without systemd's mount of it). Control: the copy served reads before
+// (holdCopy). Root (holdCopy): unshare -m and nsenter. An unprivileged daemon
+// aborts its connection through the fuse control file system where one is
+// mounted (fusefence.Stop).
+func TestEndingTheMountEndsCopies(t *testing.T) {
 	testutil.RequireFUSE(t)
-	tr := newTree(t, policy.ReadOnly)
-	d := startDaemon(t, tr.src, tr.mnt, tr.args()...)
-	readCopy := holdCopy(t, tr.mnt)
-	if out, err := exec.Command(binary, "-u", tr.mnt).CombinedOutput(); err != nil {
-		t.Fatalf("toh-mount -u: %v\n%s", err, out)
-	}
-	select {
-	case <-d.done:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("toh-mount did not exit within 30s of toh-mount -u while another namespace held a copy\n%s", d.stderr)
-	}
-	if code := d.cmd.ProcessState.ExitCode(); code != 0 || mountCount(tr.mnt) != 0 {
-		t.Errorf("after -u: exit %d, %d mounts left\n%s", code, mountCount(tr.mnt), d.stderr)
-	}
-	if !strings.Contains(d.stderr.String(), "still holds a copy") {
-		t.Errorf("the daemon did not say why it ended the copy:\n%s", d.stderr)
-	}
-	if out, err := readCopy(); err == nil || !strings.Contains(out, "not connected") {
-		t.Errorf("the copy after -u: %q, %v; want ENOTCONN", out, err)
+	for _, c := range []struct {
+		how  string
+		end  func(t *testing.T, d *daemon, tr tree)
+		said string // what the daemon must say about the copy, if anything
+	}{
+		{"SIGTERM", func(t *testing.T, d *daemon, tr tree) {
+			if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+		}, ""},
+		{"toh-mount -u", func(t *testing.T, d *daemon, tr tree) {
+			if out, err := exec.Command(binary, "-u", tr.mnt).CombinedOutput(); err != nil {
+				t.Fatalf("toh-mount -u: %v\n%s", err, out)
+			}
+		}, "still holds a copy"},
+	} {
+		t.Run(c.how, func(t *testing.T) {
+			tr := newTree(t, policy.ReadOnly)
+			d := startDaemon(t, tr.src, tr.mnt, tr.args()...)
+			readCopy := holdCopy(t, tr.mnt)
+			c.end(t, d, tr)
+			select {
+			case <-d.done:
+			case <-time.After(30 * time.Second):
+				t.Fatalf("toh-mount did not exit within 30s of %s while another namespace held a copy\n%s", c.how, d.stderr)
+			}
+			if code := d.cmd.ProcessState.ExitCode(); code != 0 || mountCount(tr.mnt) != 0 {
+				t.Errorf("after %s: exit %d, %d mounts left\n%s", c.how, code, mountCount(tr.mnt), d.stderr)
+			}
+			if c.said != "" && !strings.Contains(d.stderr.String(), c.said) {
+				t.Errorf("the daemon did not say why it ended the copy:\n%s", d.stderr)
+			}
+			if out, err := readCopy(); err == nil || !strings.Contains(out, "not connected") {
+				t.Errorf("the copy after %s: %q, %v; want ENOTCONN", c.how, out, err)
+			}
+		})
 	}
 }
 
