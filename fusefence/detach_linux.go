@@ -3,12 +3,15 @@ package fusefence
 import (
 	"bufio"
 	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,10 +28,24 @@ import (
 // SIGTERM after that waited for them too when no fuse control file system was
 // mounted (this machine's case). Decisions:
 //
-//   - The daemon watches its own namespace's mount table (Unmounted); once its
-//     mount is gone from it while the connection still serves, toh-mount stops as
-//     on SIGTERM (Stop), which ends the copies: their requests fail with ENOTCONN,
-//     as a crashed daemon's would, never pass through.
+//   - Which mount is the daemon's is proved, never read off a path: right after
+//     mounting, the mountpoint is opened without following symlinks and a random
+//     name is looked up in it (identify); only if this daemon's root was asked that
+//     name is the descriptor's mount taken as its own, by mount ID and device. A
+//     stat of the mountpoint by path let a user who could swap a symlink into it
+//     make a root daemon take another FUSE mount's device, and end that one on
+//     stop (found by review). Without proof the daemon ends no copies and unmounts
+//     nothing by force.
+//   - The daemon watches its own namespace's mount table (Unmounted) for its mount
+//     ID, which a rename of the mountpoint's directories does not change (matching
+//     the path did: a rename of an ancestor, or a mountpoint whose name holds
+//     whitespace the kernel does not escape, stopped the mount; found by review).
+//     Once the ID is gone while the connection still serves, toh-mount stops as on
+//     SIGTERM (Stop), which ends the copies: their requests fail with ENOTCONN, as a
+//     crashed daemon's would, never pass through.
+//   - As root, Stop unmounts through a descriptor of the mount it opened without
+//     following symlinks and checked by mount ID (umount2 of /proc/self/fd/N), not
+//     by the mountpoint's path, which a user could have pointed elsewhere.
 //   - The connection is aborted through the fuse control file system. Where none is
 //     mounted, a daemon running as root mounts one for the purpose in a mount
 //     namespace of one thread of its own (the host's mount table never shows it);
@@ -91,15 +108,169 @@ func writeAbort(dev uint64) error {
 	return err
 }
 
+// probeName is a name no one else can guess, for openOwnRoot.
+func probeName() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand does not fail on Linux
+	}
+	return ".toh-identify-" + hex.EncodeToString(b[:])
+}
+
+// identify proves which mount is this daemon's and records its mount ID and
+// device (ownMnt, ownDev) and tells the mirror (canon.Mirror.SetDevice). The
+// mount must be served already.
+func (f *fence) identify() error {
+	fd, err := f.openOwnRoot()
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	var stx unix.Statx_t
+	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_MNT_ID, &stx); err != nil {
+		return fmt.Errorf("statx of %s: %w", f.mountpoint, err)
+	}
+	if stx.Mask&unix.STATX_MNT_ID == 0 {
+		return errors.New("the kernel gives no mount IDs (before Linux 5.8)")
+	}
+	dev := unix.Mkdev(stx.Dev_major, stx.Dev_minor)
+	f.ownDev.Store(dev)
+	f.ownMnt.Store(stx.Mnt_id)
+	f.mirror.SetDevice(dev)
+	return nil
+}
+
+// openOwnRoot opens the mountpoint, as an O_PATH descriptor reached from "/"
+// without following any symlink, and proves it is this daemon's mount: a lookup of
+// f.probe through it must reach this daemon's root (see node.Lookup). With a mount
+// ID known (identify ran), that ID must match instead. Probes are one at a time
+// (identify, once, at start).
+func (f *fence) openOwnRoot() (int, error) {
+	return f.openRootAt(f.mountpoint)
+}
+
+// openOwnRootNow is openOwnRoot where the mount is now: at the mountpoint, or,
+// after a rename of a directory above it, where the mount table lists its ID.
+func (f *fence) openOwnRootNow() (int, string, error) {
+	fd, err := f.openRootAt(f.mountpoint)
+	if err == nil {
+		return fd, f.mountpoint, nil
+	}
+	at, lerr := f.listedAt()
+	if lerr != nil || at == f.mountpoint {
+		return -1, "", err
+	}
+	if fd, err = f.openRootAt(at); err != nil {
+		return -1, "", err
+	}
+	return fd, at, nil
+}
+
+// listedAt is where the daemon's namespace's mount table lists the mount now.
+func (f *fence) listedAt() (string, error) {
+	id := f.ownMnt.Load()
+	if id == 0 {
+		return "", errors.New("the mount's ID is not known")
+	}
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return "", err
+	}
+	want := strconv.FormatUint(id, 10)
+	for line := range strings.Lines(string(b)) {
+		// ID parent major:minor root mountpoint ...: single spaces; the kernel
+		// writes space, tab, newline and backslash in a path as \ooo.
+		fields := strings.Split(strings.TrimSuffix(line, "\n"), " ")
+		if len(fields) > 4 && fields[0] == want {
+			return unescapeMountinfo(fields[4]), nil
+		}
+	}
+	return "", fmt.Errorf("mount %d is not in this namespace's mount table", id)
+}
+
+// unescapeMountinfo reads a path as the kernel writes it in mountinfo (\ooo for
+// space, tab, newline and backslash).
+func unescapeMountinfo(p string) string {
+	if !strings.Contains(p, `\`) {
+		return p
+	}
+	var b strings.Builder
+	for i := 0; i < len(p); i++ {
+		if p[i] == '\\' && i+3 < len(p) && isOctal(p[i+1]) && isOctal(p[i+2]) && isOctal(p[i+3]) {
+			b.WriteByte((p[i+1]-'0')<<6 | (p[i+2]-'0')<<3 | (p[i+3] - '0'))
+			i += 3
+			continue
+		}
+		b.WriteByte(p[i])
+	}
+	return b.String()
+}
+
+func isOctal(c byte) bool { return c >= '0' && c <= '7' }
+
+// openRootAt opens mountpoint as openOwnRoot describes.
+func (f *fence) openRootAt(mountpoint string) (int, error) {
+	rel := strings.TrimPrefix(mountpoint, "/")
+	if rel == "" {
+		rel = "."
+	}
+	fd, err := unix.Openat2(f.slashFd, rel, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS,
+	})
+	if err != nil {
+		return -1, fmt.Errorf("opening %s without following symlinks: %w", mountpoint, err)
+	}
+	if id := f.ownMnt.Load(); id != 0 {
+		var stx unix.Statx_t
+		if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_MNT_ID, &stx); err != nil || stx.Mnt_id != id {
+			unix.Close(fd)
+			return -1, fmt.Errorf("%s is not this daemon's mount (mount %d there, not %d)", mountpoint, stx.Mnt_id, id)
+		}
+		return fd, nil
+	}
+	name := probeName()
+	f.probed.Store(false)
+	f.probe.Store(&name)
+	var st unix.Stat_t
+	err = unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
+	f.probe.Store(nil)
+	if err != unix.ENOENT || !f.probed.Load() {
+		unix.Close(fd)
+		return -1, fmt.Errorf("%s is not this daemon's mount: another was put at that path while it mounted (the probe's lookup: %v)", mountpoint, err)
+	}
+	return fd, nil
+}
+
+// forceUnmount aborts the connection and detaches the mount, as root, through a
+// descriptor of the mount itself (see openOwnRoot): umount2 with MNT_FORCE, which
+// makes FUSE abort the connection first, then MNT_DETACH, since the descriptor
+// itself keeps the mount busy.
+func (m *Fence) forceUnmount() error {
+	fd, _, err := m.f.openOwnRootNow()
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	proc := fmt.Sprintf("/proc/self/fd/%d", fd)
+	if err := unix.Unmount(proc, unix.MNT_FORCE); err == nil || err == unix.EINVAL {
+		return nil
+	}
+	if err := unix.Unmount(proc, unix.MNT_DETACH); err != nil && err != unix.EINVAL {
+		return fmt.Errorf("detaching %s: %w", m.mp, err)
+	}
+	return nil
+}
+
 // Unmounted returns a channel closed once the mount is no longer in the daemon's own
 // mount namespace while it is still served: unmounted here (toh-mount -u, umount)
-// while another namespace holds a copy. It is never closed for a mount whose device
-// is unknown (a DevFD mount) or when the mount table cannot be watched; the reason
-// goes to logf.
+// while another namespace holds a copy. It is never closed for a mount identify
+// could not prove its own (a DevFD mount included) or when the mount table cannot
+// be watched; the reason goes to logf.
 func (m *Fence) Unmounted(logf func(string, ...any)) <-chan struct{} {
 	gone := make(chan struct{})
-	dev := m.f.ownDev.Load()
-	if dev == 0 || m.f.mountpoint == "" {
+	id := m.f.ownMnt.Load()
+	if id == 0 {
 		return gone
 	}
 	mi, err := os.Open("/proc/self/mountinfo")
@@ -114,9 +285,8 @@ func (m *Fence) Unmounted(logf func(string, ...any)) <-chan struct{} {
 	}()
 	go func() {
 		defer mi.Close()
-		want := fmt.Sprintf("%d:%d", unix.Major(dev), unix.Minor(dev))
 		for {
-			present, err := mountListed(mi, want, m.f.mountpoint)
+			present, err := mountListed(mi, id)
 			if err != nil {
 				logf("not watching for an unmount from outside: %v", err)
 				return
@@ -152,8 +322,8 @@ func (m *Fence) Unmounted(logf func(string, ...any)) <-chan struct{} {
 // mountedHere reports whether the daemon's own mount namespace still lists the
 // mount (true when that cannot be told).
 func (m *Fence) mountedHere() bool {
-	dev := m.f.ownDev.Load()
-	if dev == 0 || m.f.mountpoint == "" {
+	id := m.f.ownMnt.Load()
+	if id == 0 {
 		return true
 	}
 	mi, err := os.Open("/proc/self/mountinfo")
@@ -161,31 +331,25 @@ func (m *Fence) mountedHere() bool {
 		return true
 	}
 	defer mi.Close()
-	listed, err := mountListed(mi, fmt.Sprintf("%d:%d", unix.Major(dev), unix.Minor(dev)), m.f.mountpoint)
+	listed, err := mountListed(mi, id)
 	return listed || err != nil
 }
 
 // mountListed reads the mount table mi from its start and reports whether it lists
-// a mount of device want ("major:minor") at mountpoint.
-func mountListed(mi *os.File, want, mountpoint string) (bool, error) {
+// the mount with ID id: the first field of a line, up to its first space (the
+// kernel escapes none in it: it is a number).
+func mountListed(mi *os.File, id uint64) (bool, error) {
 	if _, err := mi.Seek(0, io.SeekStart); err != nil {
 		return false, err
 	}
-	esc := escapeMountinfo(mountpoint)
+	want := []byte(strconv.FormatUint(id, 10) + " ")
 	sc := bufio.NewScanner(mi)
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 	for sc.Scan() {
 		// 36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw
-		f := bytes.Fields(sc.Bytes())
-		if len(f) > 4 && string(f[2]) == want && string(f[4]) == esc {
+		if bytes.HasPrefix(sc.Bytes(), want) {
 			return true, nil
 		}
 	}
 	return false, sc.Err()
-}
-
-// escapeMountinfo spells p as the kernel writes it in mountinfo: space, tab, newline
-// and backslash in octal.
-func escapeMountinfo(p string) string {
-	return strings.NewReplacer(`\`, `\134`, " ", `\040`, "\t", `\011`, "\n", `\012`).Replace(p)
 }

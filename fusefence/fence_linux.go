@@ -93,7 +93,15 @@ type fence struct {
 	// ownDev is this mount's own device once it is up (0 before, and for a DevFD
 	// mount): host paths are canonicalized without looking anything up on it (see
 	// canon.CanonicalAvoiding and RuleOwnMount).
-	ownDev    atomic.Uint64
+	ownDev atomic.Uint64
+	// ownMnt is the mount's ID (statx STATX_MNT_ID) in the daemon's namespace,
+	// with ownDev, once identify has proved the mount this daemon's (0 before).
+	ownMnt atomic.Uint64
+	// probe is the name openOwnRoot looks up to tell this daemon's mount from
+	// another one at the same path (a new one each time: the kernel caches the
+	// answer); probed is set when the root was asked it.
+	probe     atomic.Pointer[string]
+	probed    atomic.Bool
 	slashFd   int // O_PATH fd of "/", to open writable roots without following symlinks
 	pol       PolicySource
 	audit     *AuditLog
@@ -264,11 +272,9 @@ func Mount(cfg Config) (*Fence, error) {
 	// sides; the kernel's BACKING_OPEN also wants CAP_SYS_ADMIN, checked at the
 	// first one.
 	if cfg.DevFD <= 0 {
-		// Served by now, so this stat is answered (by another reader).
-		var mst unix.Stat_t
-		if err := unix.Stat(cfg.Mountpoint, &mst); err == nil && uint64(mst.Dev) != f.srcDev {
-			f.ownDev.Store(uint64(mst.Dev))
-			f.mirror.SetDevice(uint64(mst.Dev))
+		// Served by now, so the probe is answered (by another reader).
+		if err := f.identify(); err != nil {
+			f.logf("cannot tell which mount is this daemon's (%v): not ending copies of it on stop, and not watching for an unmount from outside", err)
 		}
 	}
 	f.passthrough.Store(f.asRoot() && server.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH != 0)
@@ -357,21 +363,30 @@ func (m *Fence) Stop(grace time.Duration, logf func(string, ...any)) {
 		// Unmounted here already (toh-mount -u, umount, see Unmounted): only the
 		// control file system can end the copies.
 	} else if os.Geteuid() == 0 {
-		// EINVAL: no longer mounted here after all.
-		if err := unix.Unmount(m.mp, unix.MNT_FORCE); err != nil && err != unix.EINVAL {
-			if err := Unmount(m.mp, true); err != nil {
+		// Through the mount itself, proved the daemon's: never by a path someone
+		// could have pointed at another mount.
+		if err := m.forceUnmount(); err != nil {
+			logf("not unmounting: %v; the mount fails every request (ENOTCONN) once this daemon exits", err)
+		}
+	} else {
+		// fusermount3 unmounts only a mount of this user's; where it is now, if a
+		// directory above it was renamed.
+		mp := m.mp
+		if at, err := m.f.listedAt(); err == nil {
+			mp = at
+		}
+		if err := Unmount(mp, false); err != nil {
+			logf("%v; detaching it", err)
+			if err := Unmount(mp, true); err != nil {
 				logf("%v", err)
 			}
-		}
-	} else if err := Unmount(m.mp, false); err != nil {
-		logf("%v; detaching it", err)
-		if err := Unmount(m.mp, true); err != nil {
-			logf("%v", err)
 		}
 	}
 	select {
 	case <-ended:
 	case <-time.After(grace):
+		// The connection is the daemon's as long as it serves (the device cannot
+		// have gone to another mount), and it does: ended is still open.
 		if err := abortConnection(m.f.ownDev.Load()); err != nil {
 			logf("%s is still served in another mount namespace (a sandbox started while it was mounted), "+
 				"and the connection cannot be aborted (%v): waiting for those to end (to end them now, root can mount the fuse control file system: mount -t fusectl fusectl /sys/fs/fuse/connections)", m.mp, err)

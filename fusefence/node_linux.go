@@ -239,6 +239,12 @@ func (n *node) isSymlink() bool { return n.StableAttr().Mode == unix.S_IFLNK }
 var _ = (fs.NodeLookuper)((*node)(nil))
 
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if n == n.f.root {
+		if p := n.f.probe.Load(); p != nil && name == *p {
+			n.f.probed.Store(true) // openOwnRoot's question: this mount is ours
+			return nil, syscall.ENOENT
+		}
+	}
 	return n.lookup(ctx, name, out, false)
 }
 

@@ -310,3 +310,42 @@ func TestPolicyPathsThroughOwnMount(t *testing.T) {
 		t.Errorf("canary changed: %q", b)
 	}
 }
+
+// TestIdentifyProvesTheMount: the daemon takes a mount for its own only when a
+// lookup through it reached its own root (identify, openOwnRoot), never because a
+// path stat showed some FUSE device there: a user who swapped a symlink into the
+// mountpoint's path made a root daemon take another mount's device, and abort that
+// connection on stop (found by review). Negative: another fence's mount at the
+// path is refused, by the probe and by mount ID. Positive: its own is accepted,
+// with the mount ID and device statx gives.
+func TestIdentifyProvesTheMount(t *testing.T) {
+	a := newEnv(t, policy.ReadOnly, "file src/f a")
+	b := newEnv(t, policy.ReadOnly, "file src/f b")
+	fa := a.fence.f
+	var stx unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, a.mnt, 0, unix.STATX_MNT_ID, &stx); err != nil {
+		t.Fatal(err)
+	}
+	if fa.ownMnt.Load() != stx.Mnt_id || fa.ownDev.Load() != unix.Mkdev(stx.Dev_major, stx.Dev_minor) {
+		t.Fatalf("identify recorded mount %d device %d; statx of %s says %d, %d", fa.ownMnt.Load(), fa.ownDev.Load(), a.mnt, stx.Mnt_id, unix.Mkdev(stx.Dev_major, stx.Dev_minor))
+	}
+	// By mount ID, as every later check goes.
+	if fd, err := fa.openRootAt(b.mnt); err == nil {
+		unix.Close(fd)
+		t.Error("another fence's mount was taken for this one's by mount ID")
+	}
+	// By the probe, as identify goes before the ID is known.
+	id := fa.ownMnt.Swap(0)
+	defer fa.ownMnt.Store(id)
+	if fd, err := fa.openRootAt(b.mnt); err == nil {
+		unix.Close(fd)
+		t.Error("another fence's mount passed this one's probe")
+	} else if !strings.Contains(err.Error(), "not this daemon's mount") {
+		t.Errorf("probe of another mount: %v", err)
+	}
+	fd, err := fa.openRootAt(a.mnt)
+	if err != nil {
+		t.Fatalf("its own mount failed the probe: %v", err)
+	}
+	unix.Close(fd)
+}

@@ -122,8 +122,8 @@ func mounted(mnt string) bool {
 		return false
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 8 && f[4] == mnt && strings.Contains(line, " - fuse.toh ") {
+		f := strings.Split(line, " ")
+		if len(f) > 8 && f[4] == mountinfoPath(mnt) && strings.Contains(line, " - fuse.toh ") {
 			var x unix.Statx_t
 			return unix.Statx(unix.AT_FDCWD, mnt, unix.AT_STATX_FORCE_SYNC, unix.STATX_BASIC_STATS, &x) == nil
 		}
@@ -136,11 +136,18 @@ func mountCount(mnt string) int {
 	b, _ := os.ReadFile("/proc/self/mountinfo")
 	n := 0
 	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) > 4 && f[4] == mnt {
+		if f := strings.Split(line, " "); len(f) > 4 && f[4] == mountinfoPath(mnt) {
 			n++
 		}
 	}
 	return n
+}
+
+// mountinfoPath spells p as /proc/self/mountinfo does: fields are separated by
+// single spaces, and space, tab, newline and backslash are written in octal (other
+// whitespace is not escaped, so strings.Fields would split a path holding it).
+func mountinfoPath(p string) string {
+	return strings.NewReplacer(`\`, `\134`, " ", `\040`, "\t", `\011`, "\n", `\012`).Replace(p)
 }
 
 type tree struct{ base, src, mnt, outside, policy, audit string }
@@ -352,6 +359,69 @@ func TestEndingTheMountEndsCopies(t *testing.T) {
 			}
 			if out, err := readCopy(); err == nil || !strings.Contains(out, "not connected") {
 				t.Errorf("the copy after %s: %q, %v; want ENOTCONN", c.how, out, err)
+			}
+		})
+	}
+}
+
+// TestMountStaysThroughRenamesAndOddNames: the daemon tells its mount by mount ID,
+// not by the mountpoint's path. It used to take a rename of a directory above the
+// mountpoint, or a mountpoint whose name holds whitespace the kernel does not
+// escape in mountinfo (U+00A0, CR), for an unmount from outside, and end its own
+// mount within a second (found by review). Each mount must still serve after
+// that, and SIGTERM must then unmount it where it is now. Control: a plain
+// unmount from outside does end the daemon (TestEndingTheMountEndsCopies).
+func TestMountStaysThroughRenamesAndOddNames(t *testing.T) {
+	testutil.RequireFUSE(t)
+	for _, c := range []struct {
+		what, dir string
+		rename    bool
+	}{
+		{"a directory above the mountpoint renamed", "above", true},
+		{"U+00A0 in the name", "nb\u00a0sp", false},
+		{"CR in the name", "c\rr", false},
+		{"space and backslash in the name", `s p\b`, false},
+	} {
+		t.Run(c.what, func(t *testing.T) {
+			tr := newTree(t, policy.ReadOnly)
+			mnt := filepath.Join(tr.base, c.dir, "mnt")
+			if err := os.MkdirAll(mnt, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				for _, m := range []string{mnt, filepath.Join(tr.base, c.dir+"-moved", "mnt")} {
+					if mountCount(m) > 0 {
+						fusefence.Unmount(m, true)
+					}
+				}
+			})
+			d := startDaemon(t, tr.src, mnt, "--policy", tr.policy, "--audit", tr.audit, tr.src, mnt)
+			now := mnt
+			if c.rename {
+				moved := filepath.Join(tr.base, c.dir+"-moved")
+				if err := os.Rename(filepath.Join(tr.base, c.dir), moved); err != nil {
+					t.Fatal(err)
+				}
+				now = filepath.Join(moved, "mnt")
+			}
+			select {
+			case <-d.done:
+				t.Fatalf("the daemon exited on its own:\n%s", d.stderr)
+			case <-time.After(3 * time.Second): // past the watcher's 250 ms and Stop's grace
+			}
+			if b, err := os.ReadFile(filepath.Join(now, "f")); err != nil || string(b) != "hello" {
+				t.Fatalf("read through the mount at %q: %q, %v\n%s", now, b, err, d.stderr)
+			}
+			if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-d.done:
+			case <-time.After(30 * time.Second):
+				t.Fatalf("no exit within 30s of SIGTERM\n%s", d.stderr)
+			}
+			if code := d.cmd.ProcessState.ExitCode(); code != 0 || mountCount(now) != 0 {
+				t.Errorf("after SIGTERM: exit %d, %d mounts left at %q\n%s", code, mountCount(now), now, d.stderr)
 			}
 		})
 	}
