@@ -237,6 +237,34 @@ func TestApproverOthersCouldReplaceIsRefused(t *testing.T) {
 	present(t, ran, "")
 }
 
+// An approver given through links runs by its resolved path: a link on the way
+// lies in a directory neither spelling's check covers (a/approve -> ../b/link ->
+// ../c/real: b), whose owner could point it elsewhere between the check and the
+// run (found by review: 7 wins in 300 tries). The approver logs its $0. Control: it
+// is asked, and answers.
+func TestApproverRunsByItsResolvedPath(t *testing.T) {
+	s := newScratch(t)
+	for _, d := range []string{"a", "b", "c"} {
+		if err := os.Mkdir(filepath.Join(s.beside, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	log := filepath.Join(s.beside, "approvals.log")
+	real := filepath.Join(s.beside, "c", "real")
+	os.WriteFile(real, fmt.Appendf(nil, "#!/bin/sh\necho \"$0\" >> %s\ncat > /dev/null\necho rejected\n", log), 0o755)
+	os.Symlink("../c/real", filepath.Join(s.beside, "b", "link"))
+	ask := filepath.Join(s.beside, "a", "approve")
+	os.Symlink("../b/link", ask)
+	e, r := tohJSON(t, s.ws, nil, "--policy", s.noPolicy, "--approval-command", ask, "--sandbox-permissions", "danger-full-access",
+		"--justification", "Needs the disk.", "--", "true")
+	if r.code != exitEscalation || e.Error == nil || e.Error.Code != "ESCALATION_REJECTED" {
+		t.Fatalf("code %d %+v stderr %s", r.code, e.Error, r.stderr)
+	}
+	if got, _ := os.ReadFile(log); string(got) != real+"\n" {
+		t.Fatalf("the approver ran as %q, want its resolved path %q", got, real)
+	}
+}
+
 // The approval command runs outside every sandbox, in "/", with a $PATH that holds no
 // directory a call could write in: an approver starting "#!/usr/bin/env sh" ran the
 // sh a workspace-write call had planted in a virtualenv's bin listed in $PATH (found

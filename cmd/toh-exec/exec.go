@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/toh-sandbox/toh/canon"
 	"github.com/toh-sandbox/toh/internal/approval"
 	"github.com/toh-sandbox/toh/internal/fencerun"
 	"github.com/toh-sandbox/toh/policy"
@@ -213,6 +214,12 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		ap := approval.Choose(pol.Approval, f.approvalCmd)
 		if c, ok := ap.(approval.Command); ok {
+			// What runs is the file the checks above resolved and checked, by its
+			// resolved path: a link on the way, in a directory another user owns,
+			// could be pointed elsewhere between the check and the run (found by
+			// review); the directories of the resolved path are the caller's or
+			// root's (othersMayReplace).
+			c.Path = canon.Canonical(f.approvalCmd)
 			c.Dir, c.Env = "/", approverEnv(env, reach)
 			ap = c
 		}

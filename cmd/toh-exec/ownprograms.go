@@ -181,8 +181,9 @@ func approverRefusal(reach policy.Execution, approver string) error {
 // others; a sticky directory (/var/tmp) may be, since only an entry's owner can
 // replace it there, and the next component's owner is checked in turn. Group
 // write is refused even for a user's private group: toh cannot tell who else is
-// in a group. A link met on the way to a link is not followed further than its
-// resolved path.
+// in a group. A link met on the way to a link lies in neither spelling's
+// directories: the approver is run by its resolved path (runExec), so such a link
+// cannot redirect the run that was checked.
 func othersMayReplace(what, p string) error {
 	euid := uint32(os.Geteuid())
 	check := func(q string) error {
