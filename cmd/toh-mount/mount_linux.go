@@ -142,12 +142,14 @@ func runMount(o mountOptions, stderr io.Writer) int {
 
 	stopped := make(chan struct{})
 	unmounted := m.Unmounted(logf)
+	stopping := make(chan struct{})
 	go func() {
 		select {
 		case <-sigs:
 		case <-unmounted:
 			logf("%s was unmounted here, but another mount namespace still holds a copy of it (a sandbox started while it was mounted): ending that copy too", o.mountpoint)
 		}
+		close(stopping)
 		// Every request on the mount fails from here on, in copies other mount
 		// namespaces hold too; descriptors still open on it get ENOTCONN.
 		m.Stop(stopGrace, logf)
@@ -160,6 +162,14 @@ func runMount(o mountOptions, stderr io.Writer) int {
 	}()
 	select {
 	case <-done:
+		// The mount ended. If Stop ended it, the abort (MNT_FORCE) ends the
+		// server inside Stop's first umount2, before Stop has detached the mount:
+		// exiting now left it mounted, dead (seen under load).
+		select {
+		case <-stopping:
+			<-stopped
+		default:
+		}
 	case <-stopped:
 	}
 	return closeAudit()
