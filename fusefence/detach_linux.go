@@ -10,11 +10,13 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 )
 
@@ -53,6 +55,149 @@ import (
 //   - toh-mount -u does not abort anything itself: the device number it would name
 //     could belong to another mount by then. The daemon aborts its own connection,
 //     which exists as long as it serves.
+
+// mountAt mounts a FUSE file system with options o, as root, on the directory at
+// the canonical path mp, and returns the connection's /dev/fuse descriptor for
+// go-fuse to serve (its /dev/fd/N form). The directory is opened from "/" without
+// following any symlink and mounted on through that descriptor (/proc/self/fd/N):
+// mount(2) given the path follows symlinks, and a user who could rename in a
+// directory above the mountpoint could swap one in while root mounted, so that
+// the mirror of their workspace landed on a directory of their choosing
+// (/etc/profile.d, read by root's next login shell; found by review). The options
+// are those go-fuse's own direct mount passes.
+func mountAt(slashFd int, mp string, o *fuse.MountOptions) (int, error) {
+	rel := strings.TrimPrefix(mp, "/")
+	if rel == "" {
+		rel = "."
+	}
+	dirFd, err := unix.Openat2(slashFd, rel, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS,
+	})
+	if err != nil {
+		return -1, fmt.Errorf("opening the mountpoint without following symlinks (was it changed while mounting?): %w", err)
+	}
+	defer unix.Close(dirFd)
+	fd, err := unix.Open("/dev/fuse", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	source := o.FsName
+	if source == "" {
+		source = o.Name
+	}
+	flags := uintptr(unix.MS_NOSUID | unix.MS_NODEV)
+	data := []string{
+		fmt.Sprintf("fd=%d", fd),
+		fmt.Sprintf("rootmode=%o", unix.S_IFDIR),
+		fmt.Sprintf("user_id=%d", os.Geteuid()),
+		fmt.Sprintf("group_id=%d", os.Getegid()),
+		fmt.Sprintf("max_read=%d", o.MaxWrite),
+	}
+	for _, opt := range o.Options {
+		switch opt {
+		case "nodev", "nosuid": // in flags already
+		case "noexec":
+			flags |= unix.MS_NOEXEC
+		default:
+			data = append(data, opt)
+		}
+	}
+	if o.AllowOther {
+		data = append(data, "allow_other")
+	}
+	if err := unix.Mount(source, fmt.Sprintf("/proc/self/fd/%d", dirFd), "fuse."+o.Name, flags, strings.Join(data, ",")); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
+}
+
+// pollHack does for a mount made by mountAt what go-fuse does for its own (its
+// WaitMount skips it for the /dev/fd/N form): opens go-fuse's special file on the
+// mount and polls it once, so that the kernel learns at once that POLL is not
+// implemented. Until it has, an epoll_ctl on a file of the mount sends POLL and
+// waits for the answer with the epoll's lock held; in the daemon's own process
+// (Go's runtime registers every file it opens) that waited forever (seen in the
+// fence's tests). Through the daemon's own mount only (openOwnRoot).
+func (f *fence) pollHack() {
+	root, err := f.openOwnRoot()
+	if err != nil {
+		f.logf("poll probe: %v", err)
+		return
+	}
+	defer unix.Close(root)
+	fd, err := unix.Openat(root, ".go-fuse-epoll-hack", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		f.logf("poll probe: %v", err)
+		return
+	}
+	unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN | unix.POLLPRI | unix.POLLOUT}}, 0)
+	unix.Close(fd)
+}
+
+// trustedPath resolves the mountpoint p for a daemon running as root: the path
+// with every symlink followed, as canon.Canonical does, but following only links
+// that no other user can change: in a directory owned by root or the daemon's user
+// and writable by neither group nor others, or, in a sticky directory such as
+// /tmp, a link owned by one of those. A user who can rename in a directory on the
+// way could otherwise swap a link to a directory of their choosing in while root
+// resolved and mounted (mountAt then mounted root's mirror there; found by
+// review). Directories such a user could rename in stay allowed: they can only move
+// their own directories into place, never root's.
+func trustedPath(p string) (string, error) {
+	if !filepath.IsAbs(p) {
+		wd, err := os.Getwd()
+		if err != nil {
+			return "", err
+		}
+		p = filepath.Join(wd, p)
+	}
+	euid := uint32(os.Geteuid())
+	resolved := "/"
+	rest := strings.Split(filepath.Clean(p), "/")
+	for links := 0; len(rest) > 0; {
+		c := rest[0]
+		rest = rest[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			resolved = filepath.Dir(resolved)
+			continue
+		}
+		next := filepath.Join(resolved, c)
+		var st unix.Stat_t
+		if err := unix.Lstat(next, &st); err != nil {
+			return "", err
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFLNK {
+			resolved = next
+			continue
+		}
+		var dir unix.Stat_t
+		if err := unix.Lstat(resolved, &dir); err != nil {
+			return "", err
+		}
+		ownDir := dir.Uid == 0 || dir.Uid == euid
+		ownLink := st.Uid == 0 || st.Uid == euid
+		if !ownDir || dir.Mode&0o022 != 0 && !(dir.Mode&unix.S_ISVTX != 0 && ownLink) {
+			return "", fmt.Errorf("the symlink %s lies in a directory another user can change (owner uid %d, mode %04o): as root, give the mountpoint without it (its target, if you trust it)", next, dir.Uid, dir.Mode&0o7777)
+		}
+		if links++; links > 40 {
+			return "", unix.ELOOP
+		}
+		target, err := os.Readlink(next)
+		if err != nil {
+			return "", err
+		}
+		if filepath.IsAbs(target) {
+			resolved = "/"
+		}
+		rest = append(strings.Split(target, "/"), rest...)
+	}
+	return resolved, nil
+}
 
 // abortConnection aborts the FUSE connection of the mount whose device is dev
 // through the fuse control file system: the one at /sys/fs/fuse/connections, or,
@@ -253,11 +398,12 @@ func (m *Fence) forceUnmount() error {
 	}
 	defer unix.Close(fd)
 	proc := fmt.Sprintf("/proc/self/fd/%d", fd)
-	if err := unix.Unmount(proc, unix.MNT_FORCE); err == nil || err == unix.EINVAL {
+	ferr := unix.Unmount(proc, unix.MNT_FORCE)
+	if ferr == nil {
 		return nil
 	}
-	if err := unix.Unmount(proc, unix.MNT_DETACH); err != nil && err != unix.EINVAL {
-		return fmt.Errorf("detaching %s: %w", m.mp, err)
+	if err := unix.Unmount(proc, unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("unmounting %s: %v (forced), %w (detached)", m.mp, ferr, err)
 	}
 	return nil
 }

@@ -77,6 +77,9 @@ type Fence struct {
 	server *fuse.Server
 	f      *fence
 	mp     string
+	// selfMounted: the daemon made the mount itself (mountAt), so go-fuse
+	// cannot unmount it.
+	selfMounted bool
 }
 
 // fence is the state shared by every node of one mount.
@@ -239,10 +242,24 @@ func Mount(cfg Config) (*Fence, error) {
 		opts.MountOptions.Logger = newLogger(f.logf)
 	}
 	mountpoint := cfg.Mountpoint
-	if cfg.DevFD > 0 {
+	selfMounted := false
+	switch {
+	case cfg.DevFD > 0:
 		// go-fuse's "/dev/fd/N" form: serve the descriptor, mount nothing.
 		mountpoint = fmt.Sprintf("/dev/fd/%d", cfg.DevFD)
 		opts.MountOptions.DirectMount = false
+	case f.asRoot():
+		// As root the daemon mounts through a descriptor of the mountpoint (see
+		// mountAt) and hands go-fuse the connection, as for DevFD.
+		fd, err := mountAt(slashFd, f.mountpoint, &opts.MountOptions)
+		if err != nil {
+			unix.Close(slashFd)
+			f.forgetMirror()
+			return nil, fmt.Errorf("mounting %q: %w", cfg.Mountpoint, err)
+		}
+		mountpoint = fmt.Sprintf("/dev/fd/%d", fd)
+		opts.MountOptions.DirectMount = false
+		selfMounted = true
 	}
 	// Unreadable counts as on: refusing a follow is the safe mistake.
 	f.protectedSymlinks.Store(!sysctlOff("/proc/sys/fs/protected_symlinks"))
@@ -276,10 +293,13 @@ func Mount(cfg Config) (*Fence, error) {
 		if err := f.identify(); err != nil {
 			f.logf("cannot tell which mount is this daemon's (%v): not ending copies of it on stop, and not watching for an unmount from outside", err)
 		}
+		if selfMounted {
+			f.pollHack()
+		}
 	}
 	f.passthrough.Store(f.asRoot() && server.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH != 0)
 	f.killpriv.Store(server.KernelSettings().Flags64()&fuse.CAP_HANDLE_KILLPRIV_V2 != 0)
-	return &Fence{server: server, f: f, mp: cfg.Mountpoint}, nil
+	return &Fence{server: server, f: f, mp: cfg.Mountpoint, selfMounted: selfMounted}, nil
 }
 
 // checkOutsideMount refuses a mountpoint that would make the daemon serve itself:
@@ -290,6 +310,12 @@ func Mount(cfg Config) (*Fence, error) {
 // can wait on each other forever).
 func (f *fence) checkOutsideMount(cfg Config) error {
 	mp := canon.Canonical(cfg.Mountpoint)
+	if f.asRoot() {
+		var err error
+		if mp, err = trustedPath(cfg.Mountpoint); err != nil {
+			return fmt.Errorf("mountpoint %q: %w", cfg.Mountpoint, err)
+		}
+	}
 	f.mountpoint = mp
 	switch {
 	case canon.LexicallyWithin(mp, f.source):
@@ -329,7 +355,12 @@ func (m *Fence) Wait() {
 // Unmount unmounts the fence and waits for its requests to end. It fails with EBUSY
 // while files on the mount are open; see [Unmount] for a lazy unmount.
 func (m *Fence) Unmount() error {
-	if err := m.server.Unmount(); err != nil {
+	if m.selfMounted {
+		if err := unix.Unmount(m.f.mountpoint, unix.UMOUNT_NOFOLLOW); err != nil {
+			return fmt.Errorf("unmounting %q: %w", m.mp, err)
+		}
+		m.server.Wait()
+	} else if err := m.server.Unmount(); err != nil {
 		return fmt.Errorf("unmounting %q: %w", m.mp, err)
 	}
 	m.f.forgetMirror()
@@ -366,7 +397,7 @@ func (m *Fence) Stop(grace time.Duration, logf func(string, ...any)) {
 		// Through the mount itself, proved the daemon's: never by a path someone
 		// could have pointed at another mount.
 		if err := m.forceUnmount(); err != nil {
-			logf("not unmounting: %v; the mount fails every request (ENOTCONN) once this daemon exits", err)
+			logf("not unmounting: %v", err)
 		}
 	} else {
 		// fusermount3 unmounts only a mount of this user's; where it is now, if a
@@ -387,7 +418,18 @@ func (m *Fence) Stop(grace time.Duration, logf func(string, ...any)) {
 	case <-time.After(grace):
 		// The connection is the daemon's as long as it serves (the device cannot
 		// have gone to another mount), and it does: ended is still open.
-		if err := abortConnection(m.f.ownDev.Load()); err != nil {
+		err := abortConnection(m.f.ownDev.Load())
+		switch {
+		case err == nil:
+		case m.mountedHere():
+			// Neither unmounted nor abortable (the mount could not be proved this
+			// daemon's, or was moved under a path being raced): waiting would be
+			// for ever. The daemon exits, and with its descriptor the connection
+			// ends: the mount fails every request, as after kill -9.
+			logf("%s could not be unmounted, and the connection cannot be aborted (%v): exiting; the mount fails every request (ENOTCONN) until it is unmounted", m.mp, err)
+			m.f.forgetMirror()
+			return
+		default:
 			logf("%s is still served in another mount namespace (a sandbox started while it was mounted), "+
 				"and the connection cannot be aborted (%v): waiting for those to end (to end them now, root can mount the fuse control file system: mount -t fusectl fusectl /sys/fs/fuse/connections)", m.mp, err)
 		}

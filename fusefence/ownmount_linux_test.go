@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/toh-sandbox/toh/canon"
 	"github.com/toh-sandbox/toh/policy"
 )
 
@@ -348,4 +349,48 @@ func TestIdentifyProvesTheMount(t *testing.T) {
 		t.Fatalf("its own mount failed the probe: %v", err)
 	}
 	unix.Close(fd)
+}
+
+// TestTrustedPath: as root the mountpoint's symlinks are followed only where no
+// other user can change them (trustedPath). Refused: a link in another user's
+// directory, and another user's link in a sticky one. Followed, to the same place
+// canon.Canonical finds: links in the caller's own directories and the caller's
+// link in a sticky one.
+func TestTrustedPath(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("as root: chown to another user")
+	}
+	base := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(base, "real", "mnt"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"mine", "theirs", "sticky"} {
+		if err := os.Mkdir(filepath.Join(base, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Chown(filepath.Join(base, "theirs"), 65534, 65534)
+	unix.Chmod(filepath.Join(base, "sticky"), 0o1777)
+	for _, l := range []string{"mine/l", "theirs/l", "sticky/root", "sticky/nobody"} {
+		if err := os.Symlink("../real", filepath.Join(base, l)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Lchown(filepath.Join(base, "sticky", "nobody"), 65534, 65534)
+	want := filepath.Join(canon.Canonical(base), "real", "mnt")
+	for _, c := range []struct {
+		path string
+		ok   bool
+	}{
+		{"mine/l/mnt", true}, {"sticky/root/mnt", true}, {"real/mnt", true}, {"mine/../real/mnt", true},
+		{"theirs/l/mnt", false}, {"sticky/nobody/mnt", false},
+	} {
+		got, err := trustedPath(filepath.Join(base, c.path))
+		switch {
+		case c.ok && (err != nil || got != want):
+			t.Errorf("trustedPath(%s) = %q, %v; want %q", c.path, got, err, want)
+		case !c.ok && err == nil:
+			t.Errorf("trustedPath(%s) = %q; want it refused", c.path, got)
+		}
+	}
 }

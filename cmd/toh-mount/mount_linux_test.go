@@ -132,6 +132,18 @@ func mounted(mnt string) bool {
 }
 
 // mountCount is how many mounts (live or stale) sit on mnt.
+// mountLines is what /proc/self/mountinfo lists at mnt, for failure messages.
+func mountLines(mnt string) string {
+	b, _ := os.ReadFile("/proc/self/mountinfo")
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Split(line, " "); len(f) > 4 && f[4] == mountinfoPath(mnt) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
 func mountCount(mnt string) int {
 	b, _ := os.ReadFile("/proc/self/mountinfo")
 	n := 0
@@ -352,7 +364,7 @@ func TestEndingTheMountEndsCopies(t *testing.T) {
 				t.Fatalf("toh-mount did not exit within 30s of %s while another namespace held a copy\n%s", c.how, d.stderr)
 			}
 			if code := d.cmd.ProcessState.ExitCode(); code != 0 || mountCount(tr.mnt) != 0 {
-				t.Errorf("after %s: exit %d, %d mounts left\n%s", c.how, code, mountCount(tr.mnt), d.stderr)
+				t.Errorf("after %s: exit %d, %d mounts left:\n%s\n%s", c.how, code, mountCount(tr.mnt), mountLines(tr.mnt), d.stderr)
 			}
 			if c.said != "" && !strings.Contains(d.stderr.String(), c.said) {
 				t.Errorf("the daemon did not say why it ended the copy:\n%s", d.stderr)
@@ -424,6 +436,108 @@ func TestMountStaysThroughRenamesAndOddNames(t *testing.T) {
 				t.Errorf("after SIGTERM: exit %d, %d mounts left at %q\n%s", code, mountCount(now), now, d.stderr)
 			}
 		})
+	}
+}
+
+// TestMountpointSwappedWhileMountingLandsNowhereElse: a root daemon whose
+// mountpoint lies below a directory another user can rename in. That user swaps
+// the mountpoint's directory with a symlink to a directory of their choosing
+// (renameat2 RENAME_EXCHANGE, in a loop) while the daemon starts. mount(2) given the
+// path followed the link and put root's mirror over the chosen directory
+// (/etc/profile.d would do; found by review). Now the daemon mounts through a
+// descriptor opened without following symlinks: each start mounts at the real
+// mountpoint or refuses, and the chosen directory never gets a mount. Control:
+// some starts mount (the race did not simply stop every start).
+func TestMountpointSwappedWhileMountingLandsNowhereElse(t *testing.T) {
+	testutil.RequireFUSE(t)
+	testutil.RequireRoot(t)
+	tr := newTree(t, policy.ReadOnly)
+	home, victim := filepath.Join(tr.base, "home"), filepath.Join(tr.base, "victim")
+	testutil.MakeTree(t, tr.base, "dir home/d/mnt", "file victim/mnt/precious x")
+	if err := os.Symlink("../victim", filepath.Join(home, "L")); err != nil {
+		t.Fatal(err)
+	}
+	// home is another user's: they can rename in it (the racer below does it for
+	// them, which changes nothing for the daemon's checks).
+	if err := os.Chown(home, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	mnt := filepath.Join(home, "d", "mnt")
+	stop := make(chan struct{})
+	swapped := make(chan int)
+	go func() {
+		n := 0
+		defer func() { swapped <- n }()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if unix.Renameat2(unix.AT_FDCWD, filepath.Join(home, "d"), unix.AT_FDCWD, filepath.Join(home, "L"), unix.RENAME_EXCHANGE) == nil {
+				n++
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		for _, m := range []string{filepath.Join(victim, "mnt"), victim, mnt, filepath.Join(home, "L", "mnt")} {
+			for mountCount(m) > 0 {
+				if err := fusefence.Unmount(m, true); err != nil {
+					break
+				}
+			}
+		}
+	})
+	mountedOK := 0
+	for range 12 {
+		cmd := exec.Command(binary, "--policy", tr.policy, tr.src, mnt)
+		var stderr lockedBuffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan struct{})
+		go func() { cmd.Wait(); close(exited) }()
+		deadline := time.After(5 * time.Second)
+	wait:
+		for !strings.Contains(stderr.String(), "toh-mount: serving ") {
+			select {
+			case <-exited:
+				break wait // refused: the race made the path untrustworthy
+			case <-deadline:
+				break wait
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+		if strings.Contains(stderr.String(), "toh-mount: serving ") {
+			mountedOK++
+		}
+		for _, m := range []string{filepath.Join(victim, "mnt"), victim} {
+			if n := mountCount(m); n != 0 {
+				close(stop)
+				<-swapped
+				cmd.Process.Signal(syscall.SIGTERM)
+				<-exited
+				t.Fatalf("root's mirror was mounted on %s, a directory the racing user chose\n%s", m, stderr.String())
+			}
+		}
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(15 * time.Second):
+			cmd.Process.Kill()
+			<-exited
+			close(stop)
+			<-swapped
+			t.Fatalf("a daemon did not exit within 15s of SIGTERM\n%s", stderr.String())
+		}
+	}
+	close(stop)
+	if n := <-swapped; n == 0 {
+		t.Fatal("the racer never swapped")
+	}
+	if mountedOK == 0 {
+		t.Error("no start mounted at all while the racer ran")
 	}
 }
 
