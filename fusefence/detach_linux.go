@@ -45,6 +45,9 @@ import (
 //     Once the ID is gone while the connection still serves, toh-mount stops as on
 //     SIGTERM (Stop), which ends the copies: their requests fail with ENOTCONN, as a
 //     crashed daemon's would, never pass through.
+//   - As root the daemon mounts through a descriptor too (mountAt), of a
+//     mountpoint resolved following only symlinks no other user can change
+//     (trustedPath): mount(2) given a path follows whatever link was swapped in.
 //   - As root, Stop unmounts through a descriptor of the mount it opened without
 //     following symlinks and checked by mount ID (umount2 of /proc/self/fd/N), not
 //     by the mountpoint's path, which a user could have pointed elsewhere.
