@@ -2,7 +2,6 @@ package fusefence
 
 import (
 	"bufio"
-	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -320,20 +319,16 @@ func (f *fence) listedAt() (string, error) {
 	if id == 0 {
 		return "", errors.New("the mount's ID is not known")
 	}
-	b, err := os.ReadFile("/proc/self/mountinfo")
+	mi, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return "", err
 	}
-	want := strconv.FormatUint(id, 10)
-	for line := range strings.Lines(string(b)) {
-		// ID parent major:minor root mountpoint ...: single spaces; the kernel
-		// writes space, tab, newline and backslash in a path as \ooo.
-		fields := strings.Split(strings.TrimSuffix(line, "\n"), " ")
-		if len(fields) > 4 && fields[0] == want {
-			return unescapeMountinfo(fields[4]), nil
-		}
+	defer mi.Close()
+	at, ok, err := mountListed(mi, id)
+	if err == nil && !ok {
+		err = fmt.Errorf("mount %d is not in this namespace's mount table", id)
 	}
-	return "", fmt.Errorf("mount %d is not in this namespace's mount table", id)
+	return at, err
 }
 
 // unescapeMountinfo reads a path as the kernel writes it in mountinfo (\ooo for
@@ -435,7 +430,7 @@ func (m *Fence) Unmounted(logf func(string, ...any)) <-chan struct{} {
 	go func() {
 		defer mi.Close()
 		for {
-			present, err := mountListed(mi, id)
+			_, present, err := mountListed(mi, id)
 			if err != nil {
 				logf("not watching for an unmount from outside: %v", err)
 				return
@@ -480,25 +475,28 @@ func (m *Fence) mountedHere() bool {
 		return true
 	}
 	defer mi.Close()
-	listed, err := mountListed(mi, id)
+	_, listed, err := mountListed(mi, id)
 	return listed || err != nil
 }
 
 // mountListed reads the mount table mi from its start and reports whether it lists
-// the mount with ID id: the first field of a line, up to its first space (the
-// kernel escapes none in it: it is a number).
-func mountListed(mi *os.File, id uint64) (bool, error) {
+// the mount with ID id, and where (its mountpoint, unescaped). Fields are
+// separated by single spaces: the kernel writes space, tab, newline and backslash
+// in a path as \ooo, and no other whitespace (strings.Fields would split a path
+// on U+00A0 or CR).
+func mountListed(mi io.ReadSeeker, id uint64) (at string, ok bool, err error) {
 	if _, err := mi.Seek(0, io.SeekStart); err != nil {
-		return false, err
+		return "", false, err
 	}
-	want := []byte(strconv.FormatUint(id, 10) + " ")
+	want := strconv.FormatUint(id, 10)
 	sc := bufio.NewScanner(mi)
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 	for sc.Scan() {
 		// 36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw
-		if bytes.HasPrefix(sc.Bytes(), want) {
-			return true, nil
+		f := strings.SplitN(sc.Text(), " ", 6)
+		if len(f) > 4 && f[0] == want {
+			return unescapeMountinfo(f[4]), true, nil
 		}
 	}
-	return false, sc.Err()
+	return "", false, sc.Err()
 }
