@@ -44,7 +44,10 @@
 // ([ServeMirror]); from then on its Canonical looks every name below the mountpoint
 // up below the mirrored tree instead, so it never sends a lookup to itself (see
 // [Mirror]). [CanonicalAvoiding] instead reports a path that leads into a given file
-// system.
+// system. [EachLink] is the same walk for callers that judge the links on the way,
+// not only where they lead (who could retarget one: toh-mount's mountpoint as root;
+// which names lead into a protected tree: the policy's git directories), so that
+// toh has one path walk, not one per question.
 //
 // # Writable roots and containment
 //

@@ -54,6 +54,29 @@ func CanonicalAvoiding(unsafePath string, dev uint64) (path string, ok bool) {
 	return r.path, !r.avoided
 }
 
+// EachLink resolves unsafePath as [Canonical] does and calls visit for every symbolic
+// link the walk follows, in the order the kernel meets them, right before reading it:
+// link is the link's own path, spelled where this process looks it up (its parent
+// canonical, its last component the link's name; see [HostSpelling]), and st its
+// lstat. It is for callers that judge the links on the way rather than only where
+// they lead: who could retarget one, which names lead into a tree.
+//
+// path is Canonical's result. exists reports that every component of it exists (as
+// of its lookup) and nothing followed a non-directory. err is visit's error, which
+// ends the walk, or the walk's own failure (a symlink loop, EACCES, a name too long,
+// a lookup that would enter a mount this process serves); a missing component is
+// not a failure.
+func EachLink(unsafePath string, visit func(link string, st *unix.Stat_t) error) (path string, exists bool, err error) {
+	r := walk(unsafePath, 0, currentMirrors(), visit)
+	if r.err == nil && !filepath.IsAbs(r.path) {
+		r.err = errNotAbsolute
+	}
+	return r.path, r.err == nil && r.path == r.existing && !r.throughNonDir, r.err
+}
+
+// errNotAbsolute is EachLink's error for a path it could not make absolute.
+var errNotAbsolute = errors.New("canon: the path cannot be made absolute")
+
 // resolved is what Canonical learned about a path; Within needs more than the string.
 type resolved struct {
 	path string
@@ -65,21 +88,24 @@ type resolved struct {
 	throughNonDir bool
 	// avoided is set when the walk stopped before a lookup on the avoided device.
 	avoided bool
+	// err is why the walk stopped early, if it did.
+	err error
 }
 
 // canonicalize is Canonical's walk: it never looks a name up inside a mount this
 // process serves (see [Mirror]).
 func canonicalize(unsafePath string) resolved {
-	return walk(unsafePath, 0, currentMirrors())
+	return walk(unsafePath, 0, currentMirrors(), nil)
 }
 
 func canonicalizeAvoiding(unsafePath string, avoidDev uint64) resolved {
-	return walk(unsafePath, avoidDev, nil)
+	return walk(unsafePath, avoidDev, nil, nil)
 }
 
-// walk resolves unsafePath, avoiding lookups on avoidDev and looking up names below
-// a mirror's mountpoint on its source (see [Mirror]).
-func walk(unsafePath string, avoidDev uint64, ms mirrorSet) resolved {
+// walk resolves unsafePath, avoiding lookups on avoidDev, looking up names below a
+// mirror's mountpoint on its source (see [Mirror]), and calling visit, when not nil,
+// for every symlink it follows (see [EachLink]).
+func walk(unsafePath string, avoidDev uint64, ms mirrorSet, visit func(string, *unix.Stat_t) error) resolved {
 	if unsafePath == "" {
 		return resolved{}
 	}
@@ -91,7 +117,7 @@ func walk(unsafePath string, avoidDev uint64, ms mirrorSet) resolved {
 		}
 		p = wd + "/" + p
 	}
-	w := walker{resolved: "/", isDir: true, avoidDev: avoidDev, ms: ms}
+	w := walker{resolved: "/", isDir: true, avoidDev: avoidDev, ms: ms, visit: visit}
 	w.tracking = avoidDev != 0 || len(ms) > 0
 	if w.tracking {
 		var st unix.Stat_t
@@ -114,11 +140,11 @@ func walk(unsafePath string, avoidDev uint64, ms mirrorSet) resolved {
 			if err == errAvoided && avoidDev == 0 {
 				// A served mount reached other than through its mountpoint: a name
 				// that leads there must never be looked up by this process.
-				return resolved{avoided: true}
+				return resolved{avoided: true, err: err}
 			}
 			rest := filepath.Clean("/" + strings.Join(comps[i+1:], "/"))
 			before = ms.host(before)
-			return resolved{path: filepath.Join(before, c, rest), existing: before, avoided: err == errAvoided}
+			return resolved{path: filepath.Join(before, c, rest), existing: before, avoided: err == errAvoided, err: err}
 		}
 	}
 	out := ms.host(w.resolved)
@@ -146,6 +172,8 @@ type walker struct {
 	// ms are the mirrors this process serves: resolved is spelled as the kernel
 	// would walk it, through their mountpoints, and looked up on their sources.
 	ms mirrorSet
+	// visit, when not nil, is called for every symlink before it is read ([EachLink]).
+	visit func(link string, st *unix.Stat_t) error
 }
 
 // errAvoided stops a walk before a lookup inside the avoided device.
@@ -223,6 +251,11 @@ func (w *walker) step(comp string) error {
 	w.links++
 	if w.links > maxSymlinks {
 		return unix.ELOOP
+	}
+	if w.visit != nil {
+		if err := w.visit(w.ms.host(next), &st); err != nil {
+			return err
+		}
 	}
 	target, err := w.readlink(w.ms.host(next))
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -134,6 +135,63 @@ func TestCanonicalLinkLimitMatchesKernel(t *testing.T) {
 	}
 	if _, err := os.Stat(base + "/c/m0"); !errors.Is(err, unix.ELOOP) {
 		t.Errorf("kernel on 41 links: %v, want ELOOP", err)
+	}
+}
+
+// EachLink meets the links of Canonical's walk in the kernel's order, each named in
+// its canonical parent, reports what exists, and stops where its visitor says so.
+func TestEachLink(t *testing.T) {
+	base := canonTree(t)
+	tests := []struct {
+		in     string
+		links  []string
+		exists bool
+		err    error
+	}{
+		{in: "real/ws/sub", exists: true},
+		{in: "ws/sub", links: []string{"ws"}, exists: true},
+		{in: "ws/up/ws/out/canary", links: []string{"ws", "real/ws/up", "real/ws/out"}, exists: true},
+		{in: "alias/abs/..", links: []string{"alias", "real/ws/abs"}, exists: true},
+		{in: "ws/tofile", links: []string{"ws", "real/ws/tofile"}, exists: true},
+		{in: "ws/missing/../out", links: []string{"ws", "real/ws/out"}, exists: true},
+		{in: "ws/missing/x", links: []string{"ws"}},
+		{in: "ws/dangling", links: []string{"ws", "real/ws/dangling"}},
+		{in: "ws/tofile/x", links: []string{"ws", "real/ws/tofile"}},
+		{in: "loop1", links: slices.Repeat([]string{"loop1", "loop2"}, 20), err: unix.ELOOP},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			var links []string
+			got, exists, err := EachLink(under(base, tt.in), func(link string, st *unix.Stat_t) error {
+				if st.Mode&unix.S_IFMT != unix.S_IFLNK {
+					t.Errorf("visited %s with mode %o", link, st.Mode)
+				}
+				links = append(links, strings.TrimPrefix(link, base+"/"))
+				return nil
+			})
+			if want := Canonical(under(base, tt.in)); got != want {
+				t.Errorf("path %q, want Canonical's %q", got, want)
+			}
+			if !slices.Equal(links, tt.links) || exists != tt.exists || !errors.Is(err, tt.err) || (err == nil) != (tt.err == nil) {
+				t.Errorf("links %q, exists %v, err %v; want %q, %v, %v", links, exists, err, tt.links, tt.exists, tt.err)
+			}
+		})
+	}
+
+	stop := errors.New("stop")
+	var seen []string
+	_, exists, err := EachLink(base+"/ws/up/ws", func(link string, _ *unix.Stat_t) error {
+		seen = append(seen, link)
+		if len(seen) == 2 {
+			return stop
+		}
+		return nil
+	})
+	if err != stop || exists || len(seen) != 2 {
+		t.Errorf("a visitor's error: seen %q, exists %v, err %v; want the walk stopped at the second link", seen, exists, err)
+	}
+	if _, exists, err := EachLink("", nil); exists || err == nil {
+		t.Errorf(`EachLink("") = exists %v, err %v; want an error`, exists, err)
 	}
 }
 

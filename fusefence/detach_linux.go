@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"github.com/toh-sandbox/toh/canon"
 	"golang.org/x/sys/unix"
 )
 
@@ -148,55 +149,24 @@ func (f *fence) pollHack() {
 // review). Directories such a user could rename in stay allowed: they can only move
 // their own directories into place, never root's.
 func trustedPath(p string) (string, error) {
-	if !filepath.IsAbs(p) {
-		wd, err := os.Getwd()
-		if err != nil {
-			return "", err
-		}
-		p = filepath.Join(wd, p)
-	}
 	euid := uint32(os.Geteuid())
-	resolved := "/"
-	rest := strings.Split(filepath.Clean(p), "/")
-	for links := 0; len(rest) > 0; {
-		c := rest[0]
-		rest = rest[1:]
-		switch c {
-		case "", ".":
-			continue
-		case "..":
-			resolved = filepath.Dir(resolved)
-			continue
-		}
-		next := filepath.Join(resolved, c)
-		var st unix.Stat_t
-		if err := unix.Lstat(next, &st); err != nil {
-			return "", err
-		}
-		if st.Mode&unix.S_IFMT != unix.S_IFLNK {
-			resolved = next
-			continue
-		}
+	resolved, exists, err := canon.EachLink(p, func(link string, st *unix.Stat_t) error {
 		var dir unix.Stat_t
-		if err := unix.Lstat(resolved, &dir); err != nil {
-			return "", err
+		if err := unix.Lstat(filepath.Dir(link), &dir); err != nil {
+			return err
 		}
 		ownDir := dir.Uid == 0 || dir.Uid == euid
 		ownLink := st.Uid == 0 || st.Uid == euid
 		if !ownDir || dir.Mode&0o022 != 0 && !(dir.Mode&unix.S_ISVTX != 0 && ownLink) {
-			return "", fmt.Errorf("the symlink %s lies in a directory another user can change (owner uid %d, mode %04o): as root, give the mountpoint without it (its target, if you trust it)", next, dir.Uid, dir.Mode&0o7777)
+			return fmt.Errorf("the symlink %s lies in a directory another user can change (owner uid %d, mode %04o): as root, give the mountpoint without it (its target, if you trust it)", link, dir.Uid, dir.Mode&0o7777)
 		}
-		if links++; links > 40 {
-			return "", unix.ELOOP
-		}
-		target, err := os.Readlink(next)
-		if err != nil {
-			return "", err
-		}
-		if filepath.IsAbs(target) {
-			resolved = "/"
-		}
-		rest = append(strings.Split(target, "/"), rest...)
+		return nil
+	})
+	switch {
+	case err != nil:
+		return "", err
+	case !exists:
+		return "", &fs.PathError{Op: "resolve", Path: resolved, Err: unix.ENOENT}
 	}
 	return resolved, nil
 }

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"os"
 	"path"
@@ -11,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/toh-sandbox/toh/canon"
+	"golang.org/x/sys/unix"
 )
 
 // Limits of the git-structure reads. They bound what a hostile tree can make toh read
@@ -351,53 +353,27 @@ const maxLinksOn = 40
 
 // linksOn returns the symbolic links that resolving the absolute spelling p passes
 // through, in the order the kernel meets them, each named by its own path (its
-// parent canonical, its last component the link's name): the names a command would
-// retarget to make p lead elsewhere. It stops where the rest of p does not exist or
-// follows a non-directory, and after maxLinksOn links.
+// parent canonical, its last component the link's name), as canon.EachLink meets
+// them (looked up on the host, never inside a mount this process serves): the names
+// a command would retarget to make p lead elsewhere. It stops where the rest of p
+// does not exist or follows a non-directory, and after maxLinksOn links.
 func linksOn(p string) []string {
 	if !path.IsAbs(p) {
 		return nil
 	}
 	var links []string
-	resolved := "/"
-	todo := strings.Split(p, "/")
-	for len(todo) > 0 {
-		c := todo[0]
-		todo = todo[1:]
-		switch c {
-		case "", ".":
-			continue
-		case "..":
-			// resolved is canonical, so its lexical parent is its physical one.
-			resolved = path.Dir(resolved)
-			continue
+	canon.EachLink(p, func(link string, _ *unix.Stat_t) error {
+		if len(links) >= maxLinksOn {
+			return errEnoughLinks
 		}
-		next := path.Join(resolved, c)
-		// Looked up, and named, on the host: never inside a mount this process
-		// serves (canon.Mirror).
-		host := canon.HostSpelling(next)
-		fi, err := os.Lstat(host)
-		switch {
-		case err != nil:
-			return links
-		case fi.Mode()&os.ModeSymlink != 0:
-			t, err := os.Readlink(host)
-			if err != nil || len(links) >= maxLinksOn {
-				return links
-			}
-			links = append(links, host)
-			if path.IsAbs(t) {
-				resolved = "/"
-			}
-			todo = append(strings.Split(t, "/"), todo...)
-		case !fi.IsDir() && len(todo) > 0:
-			return links
-		default:
-			resolved = next
-		}
-	}
+		links = append(links, link)
+		return nil
+	})
 	return links
 }
+
+// errEnoughLinks ends linksOn's walk at maxLinksOn links.
+var errEnoughLinks = errors.New("policy: enough links")
 
 // submodulePaths returns the submodule paths the .gitmodules file of the checkout w
 // lists (submodule.*.path), as git accepts them: relative, with no "." or ".."
