@@ -456,12 +456,14 @@
 //
 // # Limitations
 //
-//   - A symlink renamed through the mount to a depth where its text would leave the
-//     mount answers readlink with EIO until the kernel looks it up again (the entry
-//     is invalidated right after the rename; a link moved with its directory keeps
-//     its entry until the timeout). Readlink judges the text each time: the kernel
-//     must never cache link texts (CAP_CACHE_SYMLINKS), or it would follow such a
-//     link out of the mount without asking.
+//   - A symlink the kernel still holds as a link while the fence would now show it
+//     as what it leads to (renamed through the mount to a depth where its text
+//     would leave the mount, hard-linked, or just made with a text that leaves it)
+//     answers readlink with ESTALE: the kernel then looks its path up again once
+//     (LOOKUP_REVAL) and gets the shown object, so a command sees no error. It was
+//     EIO until the entry expired (found by review). Readlink judges the text each
+//     time: the kernel must never cache link texts (CAP_CACHE_SYMLINKS), or it
+//     would follow such a link out of the mount without asking.
 //   - Record locks (fcntl, flock) are kept by the kernel for the mount: they work
 //     between processes using the mount, but processes using SOURCE directly do not
 //     see them.
@@ -482,9 +484,9 @@
 //     inode to the kernel under each name, which moves the one dentry between the
 //     names as they are used. rm -r of such a name descends into what it leads to
 //     (each removal judged where it lands) before its rmdir removes the link.
-//   - A shown link that was hard-linked through the mount answers readlink with EIO
-//     until the kernel looks its names up again (the fence asks for that right
-//     after the link request): with two names it is shown as what it leads to.
+//   - A shown link that was hard-linked through the mount is shown as what it leads
+//     to from then on (it has two names); readlink of a name the kernel still
+//     holds as the link answers ESTALE, as above.
 //   - Creating at the name of a hidden escaping link that leads nowhere creates its
 //     target (where the policy allows it), as open(2) with O_CREAT does on the host;
 //     with O_EXCL it fails with EEXIST, also as on the host.
