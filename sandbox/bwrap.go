@@ -64,9 +64,10 @@ func (b *bwrapProvider) Confine(argv []string, pol policy.Execution) (Confined, 
 			hidden = append(hidden, h.path)
 		}
 	}
-	args, standIns, fenced := bwrapArgvHiding(pol, argv, b.guarded, hides)
+	args, standIns, fenced, hostWritable := bwrapArgvHiding(pol, argv, b.guarded, hides)
 	return Confined{
 		FencedRoots:        fenced,
+		FenceWritable:      hostWritable,
 		Argv:               withStatusFD(statusBwrap, append([]string{b.path}, args...)),
 		Backend:            BackendBwrap,
 		Enforcement:        EnforcementFull,

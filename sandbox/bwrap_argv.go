@@ -154,13 +154,16 @@ func BwrapArgv(pol policy.Execution, argv []string) []string {
 // record too); the guarded files (the probe cache, which the fence does not know)
 // keep their rebinds.
 func bwrapArgv(pol policy.Execution, argv []string, guarded []string) ([]string, *standInPlan, []string) {
-	return bwrapArgvHiding(pol, argv, guarded, nil)
+	args, plan, fenced, _ := bwrapArgvHiding(pol, argv, guarded, nil)
+	return args, plan, fenced
 }
 
 // bwrapArgvHiding is bwrapArgv that also hides the deputies in hides (deputies.go),
 // last before "--", so that an empty tmpfs or /dev/null lies over each whatever was
 // bound before it ([deputyHides] never lists a place that holds a writable root).
-func bwrapArgvHiding(pol policy.Execution, argv []string, guarded []string, hides []bwrapHide) ([]string, *standInPlan, []string) {
+// hostWritable are the roots bound writable: every writable root but "/tmp"
+// (Confined.FenceWritable).
+func bwrapArgvHiding(pol policy.Execution, argv []string, guarded []string, hides []bwrapHide) (args []string, plan *standInPlan, fenced, hostWritable []string) {
 	out := []string{"--ro-bind", "/", "/", "--dev", "/dev", "--unshare-pid", "--unshare-ipc"}
 	if pol.Network == policy.NetworkDeny {
 		out = append(out, "--unshare-net")
@@ -169,7 +172,6 @@ func bwrapArgvHiding(pol policy.Execution, argv []string, guarded []string, hide
 		"--ro-bind", "/proc/sys", "/proc/sys", "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger",
 		"--die-with-parent", "--cap-drop", "ALL")
 
-	var plan *standInPlan
 	if pol.Mode == policy.WorkspaceWrite {
 		out = append(out, "--tmpfs", "/tmp")
 		var bound []string
@@ -180,6 +182,7 @@ func bwrapArgvHiding(pol policy.Execution, argv []string, guarded []string, hide
 			bound = append(bound, r)
 			out = append(out, "--bind", r, r)
 		}
+		hostWritable = bound
 		pps := pol.ProtectedPaths()
 		if pol.Fence {
 			kept := pps[:0]
@@ -215,17 +218,12 @@ func bwrapArgvHiding(pol policy.Execution, argv []string, guarded []string, hide
 		}
 	}
 
-	var fenced []string
 	if pol.Fence && pol.Mode == policy.WorkspaceWrite {
-		for _, r := range pol.WritableRoots {
-			if r != "/tmp" {
-				fenced = append(fenced, r)
-			}
-		}
+		fenced = hostWritable
 	}
 	out = append(out, bwrapHideOptions(hides)...)
 	out = append(out, "--")
-	return append(out, argv...), plan, fenced
+	return append(out, argv...), plan, fenced, hostWritable
 }
 
 // missingGuardable reports whether a guarded file (the probe cache) that does not

@@ -46,6 +46,7 @@ func (l *landlockProvider) Confine(argv []string, pol policy.Execution) (Confine
 	}
 	c := Confined{
 		FencedRoots:        fenced,
+		FenceWritable:      pol.WritableRoots,
 		Argv:               withStatusFD(statusLauncher, LandlockArgv(l.self, pol, argv)),
 		Backend:            BackendLandlock,
 		Enforcement:        enf,

@@ -216,6 +216,13 @@ type Confined struct {
 	// the fence, so the argv must only ever run through a [Stage] that mounts a fence
 	// on each of them. Under bwrap "/tmp" is a private tmpfs and is never fenced.
 	FencedRoots []string
+	// FenceWritable are the writable roots a fence serving this argv may let a
+	// mutation reach: those the command can write on the host by itself. The fence
+	// resolves links on the host, so a root the runner keeps from the host must not
+	// count: under bwrap "/tmp" is a private tmpfs, and a link in a fenced root to
+	// the host's /tmp would otherwise reach it (found by review). Under Landlock
+	// every writable root is the host's.
+	FenceWritable []string
 	// Stage, when set, starts Argv through the caller's own process (toh-exec's fence
 	// stage); see [Stage].
 	Stage Stage

@@ -288,7 +288,11 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			Cause: fmt.Errorf("--fence: the %s backend cannot serve writable roots through the fence", conf.Backend)})
 	}
 	if len(conf.FencedRoots) > 0 {
-		stage, err := fencerun.New(self, pol, conf.FencedRoots)
+		// The fence judges by what the runner lets the command write on the host,
+		// not by the policy's roots (sandbox.Confined.FenceWritable).
+		fenced := pol
+		fenced.WritableRoots = conf.FenceWritable
+		stage, err := fencerun.New(self, fenced, conf.FencedRoots)
 		if err != nil {
 			return out.unavailable(&sandbox.UnavailableError{Mode: pol.Mode, Cause: fmt.Errorf("--fence: %w", err)})
 		}

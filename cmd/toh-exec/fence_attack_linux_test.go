@@ -284,6 +284,45 @@ func TestFenceAttackWorkspaceParentSwapUnderTmp(t *testing.T) {
 	s.checkCanary(t)
 }
 
+// A link in a fenced root that leads to the host's /tmp. The fence follows links on
+// the host, where /tmp is the host's own; under bwrap the command's /tmp is a
+// private tmpfs, so the fence must not let it write the host's through a link (it
+// once judged by the policy's roots, which list /tmp, and a command replaced a
+// toh-exec installed in /tmp that the next call ran unconfined; found by review).
+// Under Landlock the host's /tmp is the command's own, and the link reaches it.
+func TestFenceAttackLinkToHostTmp(t *testing.T) {
+	for _, runner := range runners(t) {
+		t.Run(runner, func(t *testing.T) {
+			s := newFenceScratch(t)
+			name := fmt.Sprintf("toh-attack-hosttmp-%d-%s", os.Getpid(), runner)
+			host := filepath.Join("/tmp", name)
+			t.Cleanup(func() { os.Remove(host); os.Remove(host + "-direct") })
+			script := fmt.Sprintf(`echo ok > ok.txt; ln -s /tmp hostTmp; echo via-link > hostTmp/%[1]s; echo direct > /tmp/%[1]s-direct; cat /tmp/%[1]s-direct; exit 0`, name)
+			e := s.runWithin(t, time.Minute, runner, script)
+			if e.Result.ExitCode == nil || *e.Result.ExitCode != 0 || e.Result.RunnerErr {
+				t.Fatalf("run failed: %+v %s", e.Result, e.Stderr)
+			}
+			// Positive controls: the workspace write lands, and the command's own /tmp
+			// takes a write.
+			present(t, filepath.Join(s.ws, "ok.txt"), "ok\n")
+			if e.Stdout != "direct\n" {
+				t.Errorf("the command's own /tmp: stdout %q, want \"direct\\n\"", e.Stdout)
+			}
+			if runner == "landlock" {
+				present(t, host, "via-link\n") // the host's /tmp is writable under Landlock
+				return
+			}
+			// Negative controls: nothing in the host's /tmp, and the refusal is on record.
+			absent(t, host)
+			absent(t, host+"-direct")
+			if !e.Result.Denied || e.Result.Denials == nil || !hasDenial(*e.Result.Denials, "create", host, "outside-writable-roots") {
+				t.Errorf("want the write through the link denied on record, got denied %v, records %+v", e.Result.Denied, e.Result.Denials)
+			}
+			s.checkCanary(t)
+		})
+	}
+}
+
 // The host dies by the signal its stage's child died by, whatever the signal: Go's
 // runtime once ignored a SIGPIPE the host sent itself and turned SIGSEGV into a
 // crash report with status 2, so a fenced Landlock run said exitCode where the

@@ -44,6 +44,15 @@
 //     unprotected as Landlock alone leaves it (a partial run either way).
 //     read-only has no writable roots, so nothing is fenced and the result says so
 //     (fence.roots is empty, denied comes from the dialect alone).
+//   - What the fence lets through: its policy's writable roots are those the
+//     command can write on the host by itself (sandbox.Confined.FenceWritable),
+//     not the policy's own list. The fence resolves a link in a fenced root on the
+//     host, where /tmp is the host's: judged by the policy's list, which names
+//     /tmp, a link to it let a bwrap run (whose /tmp is a private tmpfs) write the
+//     host's /tmp, and replace a toh-exec installed there that the next call ran
+//     unconfined (found by review). Under bwrap that is every root but /tmp; under
+//     Landlock all of them, /tmp included (the command writes the host's /tmp
+//     directly there anyway).
 //   - Protected paths inside fenced roots are left to the fence (bwrap rebinds them
 //     read-only otherwise, and its EROFS would never reach the fence), the policy
 //     file and its lock included: the fence guards them as its own, so an attempt on
