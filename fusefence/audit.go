@@ -13,6 +13,10 @@ import (
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/toh-sandbox/toh/internal/strictmodes"
 )
 
 // Event is one denial, one JSON line in the audit log.
@@ -94,10 +98,46 @@ type auditMsg struct {
 
 // OpenAudit opens (creating it 0600) the audit log at path for appending and starts
 // its writer.
+//
+// The log is the record of what the fence refused, so no other user may choose
+// where it is written, nor rewrite or replace it: its last component is never
+// followed (a link planted at its name, in /tmp say, had a root daemon create or
+// append to any file the link's owner chose), the file must be a regular file of
+// this process's user with one name and no write for group or others, and it and
+// the directories above it must pass strictmodes.Check (a log another user owned
+// was theirs to forge; found by review).
 func OpenAudit(path string) (*AuditLog, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err := strictmodes.Check("the audit log", path); err != nil {
+		return nil, err
+	}
+	if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		return nil, fmt.Errorf("audit log %q: it is a symbolic link; give the file itself", path)
+	}
+	// O_NOFOLLOW: a link put there since (ELOOP, or EACCES in a sticky directory).
+	// O_NONBLOCK: a FIFO at the name fails at once (ENXIO) instead of waiting for a
+	// reader; it means nothing for a regular file.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("opening audit log %q: %w", path, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("opening audit log %q: %w", path, err)
+	}
+	switch euid := uint32(os.Geteuid()); {
+	case st.Mode&unix.S_IFMT != unix.S_IFREG:
+		err = fmt.Errorf("not a regular file (mode %06o)", st.Mode)
+	case st.Uid != euid:
+		err = fmt.Errorf("owned by uid %d, not by uid %d: its owner could rewrite the records", st.Uid, euid)
+	case st.Nlink != 1:
+		err = fmt.Errorf("it has %d names: give a file with one", st.Nlink)
+	case st.Mode&0o022 != 0:
+		err = fmt.Errorf("mode %04o lets others rewrite the records (chmod go-w)", st.Mode&0o7777)
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("audit log %q: %w", path, err)
 	}
 	return startAudit(f, path, AuditMaxBytes)
 }

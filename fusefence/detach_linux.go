@@ -17,6 +17,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/toh-sandbox/toh/canon"
+	"github.com/toh-sandbox/toh/internal/strictmodes"
 	"golang.org/x/sys/unix"
 )
 
@@ -155,9 +156,10 @@ func trustedPath(p string) (string, error) {
 		if err := unix.Lstat(filepath.Dir(link), &dir); err != nil {
 			return err
 		}
-		ownDir := dir.Uid == 0 || dir.Uid == euid
-		ownLink := st.Uid == 0 || st.Uid == euid
-		if !ownDir || dir.Mode&0o022 != 0 && !(dir.Mode&unix.S_ISVTX != 0 && ownLink) {
+		// In a sticky directory others may write in, the link's owner is the one who
+		// can replace it.
+		othersLink := dir.Mode&0o022 != 0 && st.Uid != 0 && st.Uid != euid
+		if strictmodes.Replaceable(&dir, euid) || othersLink {
 			return fmt.Errorf("the symlink %s lies in a directory another user can change (owner uid %d, mode %04o): as root, give the mountpoint without it (its target, if you trust it)", link, dir.Uid, dir.Mode&0o7777)
 		}
 		return nil

@@ -218,7 +218,7 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			// resolved path: a link on the way, in a directory another user owns,
 			// could be pointed elsewhere between the check and the run (found by
 			// review); the directories of the resolved path are the caller's or
-			// root's (othersMayReplace).
+			// root's (strictmodes.Check).
 			c.Path = canon.Canonical(f.approvalCmd)
 			c.Dir, c.Env = "/", approverEnv(env, reach)
 			ap = c

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/toh-sandbox/toh/canon"
+	"github.com/toh-sandbox/toh/internal/strictmodes"
 	"github.com/toh-sandbox/toh/policy"
 	"github.com/toh-sandbox/toh/sandbox"
 	"golang.org/x/sys/unix"
@@ -164,49 +165,14 @@ func everWritable(f *policy.File, cwd string, pols ...policy.Execution) policy.E
 
 // approverRefusal says why the approval command must not be asked: it lies in one of
 // reach's roots (everWritable), could be rewritten through another link
-// (ownProgramRefusal), or by another user (othersMayReplace).
+// (ownProgramRefusal), or by another user (strictmodes.Check): it decides for every
+// later call. The approver is run by its resolved path (runExec), so a link on the
+// way to a link cannot redirect the run that was checked.
 func approverRefusal(reach policy.Execution, approver string) error {
 	if err := ownProgramRefusal(reach, "", program{"the approval command", approver}); err != nil {
 		return err
 	}
-	return othersMayReplace("the approval command", approver)
-}
-
-// othersMayReplace refuses a program that someone other than root and the caller
-// could replace: the approval command decides for every later call, and another
-// local user who could rewrite it, or rename another in at its name, would approve
-// the caller's escalations (found by review). The rule is OpenSSH's StrictModes:
-// the file and each directory above it, on the path as given and on the path it
-// resolves to, must be owned by root or the caller and writable by neither group nor
-// others; a sticky directory (/var/tmp) may be, since only an entry's owner can
-// replace it there, and the next component's owner is checked in turn. Group
-// write is refused even for a user's private group: toh cannot tell who else is
-// in a group. A link met on the way to a link lies in neither spelling's
-// directories: the approver is run by its resolved path (runExec), so such a link
-// cannot redirect the run that was checked.
-func othersMayReplace(what, p string) error {
-	euid := uint32(os.Geteuid())
-	check := func(q string) error {
-		var st unix.Stat_t
-		if err := unix.Stat(q, &st); err != nil {
-			return nil // what does not exist is not run, and says so itself
-		}
-		writable := st.Mode&0o022 != 0 && !(st.Mode&unix.S_IFMT == unix.S_IFDIR && st.Mode&unix.S_ISVTX != 0)
-		if st.Uid != 0 && st.Uid != euid || writable {
-			return fmt.Errorf("%s %q could be replaced by another user: %s is owned by uid %d with mode %04o; the approver and every directory above it must be owned by root or you and writable by neither group nor others (chmod go-w)", what, p, q, st.Uid, st.Mode&0o7777)
-		}
-		return nil
-	}
-	seen := map[string]bool{}
-	for _, spelling := range []string{filepath.Clean(p), canon.Canonical(p)} {
-		for q := spelling; !seen[q]; q = filepath.Dir(q) {
-			seen[q] = true
-			if err := check(q); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return strictmodes.Check("the approval command", approver)
 }
 
 // approverEnv is the environment the approval command runs with: the caller's, with

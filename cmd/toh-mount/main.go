@@ -66,7 +66,9 @@ Options:
                   ~/.config/toh/policy.json); a missing file is the embedded
                   default: read-only, workspace root = the working directory
   --session ID    resolve the policy for session ID
-  --audit FILE    append one JSON line per denial to FILE (created 0600)
+  --audit FILE    append one JSON line per denial to FILE (created 0600); FILE
+                  must be yours alone: no symlink, no other owner or name, no
+                  group/other write on it or on a directory above it
   --debug         log every FUSE request and every denial on stderr
   --cpuprofile FILE
                   write a Go CPU profile of the daemon to FILE until it unmounts
