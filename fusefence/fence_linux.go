@@ -57,6 +57,14 @@ type Config struct {
 	// EACCES, its record has been delivered. It must be quick and must not touch the
 	// mount.
 	OnDeny func(Event)
+	// Admit, when set, says whether the fence acts for a caller, named by the
+	// thread ID the kernel gives with each request: a mutation by a caller it
+	// refuses fails with EACCES and leaves no record (the mutation is not the
+	// served party's, nor is its refusal). Reads are never refused: they are
+	// allowed everywhere. toh-exec --fence sets it for a caller other than root,
+	// whose fences exist on the host for a moment where other processes of the
+	// same user, confined runs among them, could reach them (internal/fencerun).
+	Admit func(tid uint32) bool
 	// DevFD, when positive, is a /dev/fuse descriptor that another process already
 	// mounted (mount(2) with "fd=N"); the fence serves it instead of mounting, and
 	// Mountpoint only names the mount in messages. toh-exec --fence mounts this way
@@ -109,6 +117,7 @@ type fence struct {
 	pol       PolicySource
 	audit     *AuditLog
 	onDeny    func(Event)
+	admit     func(tid uint32) bool
 	auditPath string // canonical path of the audit log, guarded like the policy file
 	euid      uint32 // the daemon's effective uid (see asRoot, ownRights)
 	shared    bool   // other users may see the mount (Config.AllowOther)
@@ -166,6 +175,7 @@ func Mount(cfg Config) (*Fence, error) {
 		pol:     cfg.Policy,
 		audit:   cfg.Audit,
 		onDeny:  cfg.OnDeny,
+		admit:   cfg.Admit,
 		euid:    uint32(os.Geteuid()),
 		shared:  cfg.AllowOther,
 		debug:   cfg.Debug,
@@ -532,8 +542,23 @@ func (f *fence) host(rel string) string {
 	return f.source + "/" + rel
 }
 
-// deny records a denial and returns EACCES.
+// admitted reports whether the fence acts for the caller of ctx (Config.Admit).
+// The kernel's own requests (tid 0: write-back through a handle) are judged by
+// the handle's opener instead (recheck).
+func (f *fence) admitted(ctx context.Context) bool {
+	if f.admit == nil {
+		return true
+	}
+	c, ok := fuse.FromContext(ctx)
+	return ok && c.Pid != 0 && f.admit(c.Pid)
+}
+
+// deny records a denial and returns EACCES; a caller the fence does not act for
+// (Config.Admit) gets EACCES and no record.
 func (f *fence) deny(ctx context.Context, s *snapshot, op, rel, hostPath, rule string) syscall.Errno {
+	if !f.admitted(ctx) {
+		return syscall.EACCES
+	}
 	ev := Event{Time: time.Now(), Op: op, Path: rel, HostPath: hostPath, Rule: rule}
 	if ev.Path == "" {
 		ev.Path = "."

@@ -60,6 +60,9 @@ type grant struct {
 // judge re-resolves the mount-relative path rel now and decides the mutation op
 // under snapshot s. On a denial the event is logged and EACCES returned.
 func (f *fence) judge(ctx context.Context, s *snapshot, op, rel string, fm form, r reach) (*grant, syscall.Errno) {
+	if !f.admitted(ctx) {
+		return nil, syscall.EACCES // not the served party's: no record (Config.Admit)
+	}
 	if s.err != nil {
 		return nil, f.deny(ctx, s, op, rel, f.host(rel), RulePolicyInvalid)
 	}

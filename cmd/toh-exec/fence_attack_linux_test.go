@@ -323,6 +323,73 @@ func TestFenceAttackLinkToHostTmp(t *testing.T) {
 	}
 }
 
+// For a caller other than root the fences exist on the host for a moment, in the
+// user's fence directory, before the stage holds them. Another confined run of the
+// same user whose workspace covers that directory ($HOME, the directory being
+// ~/.cache/toh/fence) wrote through them into the fenced run's workspace, outside
+// its own roots, and its refusals were recorded as the fenced run's (found by
+// review). Now a fence acts only for its own run's processes.
+func TestFenceAttackAnotherRunReachesTheWindow(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("as a user other than root: root's fences are mounted in the run's own namespace only")
+	}
+	if testutil.LandlockABI() < 1 {
+		t.Skip("needs Landlock for the other run (no mount namespace of its own)")
+	}
+	s := newFenceScratch(t)
+	home := filepath.Join(s.beside, "home")
+	testutil.MakeTree(t, s.beside, "dir home/.cache/toh", "dir home/b")
+	env := []string{"HOME=" + home, "XDG_RUNTIME_DIR="}
+	fenceDir := filepath.Join(home, ".cache", "toh", "fence")
+
+	// The other run: Landlock, workspace-write, its workspace the home holding the
+	// fence directory; it writes into every fence it finds there, for a while.
+	stop := filepath.Join(s.beside, "stop")
+	other := fmt.Sprintf(`echo ran > b/own.txt
+while [ ! -e %[1]s ]; do
+  for d in %[2]s/*/; do echo B >> "$d/B-was-here"; echo x >> "$d/.git/hooks/pre-commit"; done 2>/dev/null
+done
+exit 0`, stop, fenceDir)
+	done := make(chan runResult, 1)
+	go func() {
+		done <- runBinWithin(t, time.Minute, tohExec, home, env, "--json", "--policy", s.noPolicy, "--runner", "landlock",
+			"--mode", "workspace-write", "--probe-cache", filepath.Join(s.beside, "cache-b.json"), "-c", other)
+	}()
+	defer func() {
+		os.WriteFile(stop, nil, 0o600)
+		<-done
+	}()
+
+	for i := range 12 {
+		e := s.runWithin(t, time.Minute, "bwrap", "sleep 0.2", env...)
+		if e.Result.ExitCode == nil || *e.Result.ExitCode != 0 || e.Result.RunnerErr {
+			t.Fatalf("fenced run %d failed: %+v %s", i, e.Result, e.Stderr)
+		}
+		if e.Result.Denied || e.Result.Denials == nil || len(*e.Result.Denials) != 0 {
+			n, first := 0, fenceDenial{}
+			if e.Result.Denials != nil && len(*e.Result.Denials) > 0 {
+				n, first = len(*e.Result.Denials), (*e.Result.Denials)[0]
+			}
+			t.Fatalf("fenced run %d, which only slept, is denied %v with %d records, the first %+v", i, e.Result.Denied, n, first)
+		}
+	}
+	if _, err := os.Stat(fenceDir); err != nil {
+		t.Skipf("the fenced runs used another fence directory than %s (%v): nothing was exposed to the other run", fenceDir, err)
+	}
+	os.WriteFile(stop, nil, 0o600)
+	r := <-done
+	done <- r
+	// Positive control: the other run ran and wrote in its own workspace.
+	present(t, filepath.Join(home, "b", "own.txt"), "ran\n")
+	if r.code != 0 {
+		t.Fatalf("the other run: exit %d: %s %s", r.code, r.stdout, r.stderr)
+	}
+	// Negative controls: nothing of the other run's in the fenced workspace.
+	absent(t, filepath.Join(s.ws, "B-was-here"))
+	absent(t, filepath.Join(s.ws, ".git", "hooks", "pre-commit"))
+	s.checkCanary(t)
+}
+
 // The host dies by the signal its stage's child died by, whatever the signal: Go's
 // runtime once ignored a SIGPIPE the host sent itself and turned SIGSEGV into a
 // crash report with status 2, so a fenced Landlock run said exitCode where the

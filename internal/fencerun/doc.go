@@ -33,7 +33,9 @@
 // through, and writes the records as its last line. The records are therefore
 // complete for the run (up to [MaxDenials]; the rest are counted) and belong to it
 // alone: the mounts exist only in the run's namespace, and only its processes can
-// reach them. PIDs are as the host sees them.
+// reach them (for a caller other than root, whose fences exist on the host for a
+// moment, each fence also acts only for processes in the stage's user namespace or
+// beneath it: see fencehost's admit_linux.go). PIDs are as the host sees them.
 //
 // # Decisions
 //

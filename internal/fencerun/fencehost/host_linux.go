@@ -62,6 +62,10 @@ type Run struct {
 	// mountDir is the user's fence directory (hostmounts_linux.go); the stage
 	// hides it in the run's namespace.
 	mountDir string
+	// stage is the stage's process, and ns its user namespace: the fences act
+	// only for processes in it or beneath it (admit_linux.go).
+	stage *exec.Cmd
+	ns    stageNS
 
 	mu      sync.Mutex
 	denials []sandbox.Denial
@@ -96,6 +100,7 @@ func New(self string, pol policy.Execution, roots []string) (*Run, error) {
 // namespace mapping only the caller's IDs, for a caller other than root), with the
 // runner's program and argv as the stage's arguments.
 func (r *Run) Wrap(cmd *exec.Cmd) error {
+	r.stage = cmd
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("fence: socketpair: %w", err)
@@ -156,6 +161,11 @@ func (r *Run) Wrap(cmd *exec.Cmd) error {
 func (r *Run) Started() error {
 	r.child.Close()
 	r.child = nil
+	if os.Geteuid() != 0 {
+		if err := r.ns.learn(r.stage); err != nil {
+			return fmt.Errorf("fence: %w", err)
+		}
+	}
 	buf := make([]byte, 4096)
 	oob := make([]byte, unix.CmsgSpace(4))
 	src := staticPolicy{x: r.pol}
@@ -279,7 +289,7 @@ func (r *Run) mountOnHost() error {
 		if err != nil {
 			return fmt.Errorf("fence: %w", err)
 		}
-		if _, err := fusefence.Mount(fusefence.Config{Source: root, Mountpoint: mp, Policy: src, OnDeny: r.record}); err != nil {
+		if _, err := fusefence.Mount(fusefence.Config{Source: root, Mountpoint: mp, Policy: src, OnDeny: r.record, Admit: r.ns.admit}); err != nil {
 			return fmt.Errorf("fence: serving %s: %w", root, err)
 		}
 		r.hostMounts = append(r.hostMounts, mp)

@@ -27,8 +27,13 @@ import (
 //   - Mountpoints are never removed. Removing a directory detaches the mounts on it
 //     in every namespace, and a bwrap that is copying its mount tree at that moment
 //     (any run, fenced or not, that started during the window) fails on the vanished
-//     mountpoint. A copy that stays behind in such a namespace is read-only there
-//     (bwrap) or lies outside every writable root (Landlock), and ends with its host.
+//     mountpoint. A copy that stays behind in such a namespace ends with its host.
+//   - Each fence acts only for the run's own processes (admit_linux.go): anything
+//     else of the same user that reached a mount during the window (a confined run
+//     whose roots cover the directory, which Landlock lets write through it; a
+//     descriptor or working directory kept from then) is refused every mutation,
+//     with no record. This once held only by hope: another run wrote through a
+//     fence into the fenced run's workspace (found by review).
 //
 // The directory is the first of $XDG_RUNTIME_DIR/toh-fence, /run/user/UID/toh-fence,
 // ~/.cache/toh/fence and /var/tmp/toh-fence-UID that lies outside the run's writable
