@@ -71,7 +71,10 @@ func mountDir(pol policy.Execution) (string, error) {
 		}
 		return c, nil
 	}
-	return "", fmt.Errorf("no usable directory for the fence's mountpoints: %w", errors.Join(errs...))
+	// The last candidate has a name anyone can take first (a denial of service
+	// only: a directory of another user's is never used).
+	return "", fmt.Errorf("no usable directory for the fence's mountpoints: %w (make a private one for this user: $XDG_RUNTIME_DIR, /run/user/%d or ~/.cache/toh; or have root remove %s if another user made it)",
+		errors.Join(errs...), uid, last)
 }
 
 func insideAny(p string, roots []string) bool {
