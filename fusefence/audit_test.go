@@ -10,7 +10,7 @@ import (
 )
 
 func TestAuditLogRoundTrip(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	path := filepath.Join(auditDir(t), "audit.jsonl")
 	a, err := OpenAudit(path)
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +61,7 @@ func TestAuditLogRoundTrip(t *testing.T) {
 // Names are bytes, JSON strings UTF-8: two names that differ only in invalid bytes
 // must not read back as the same record.
 func TestAuditLogNonUTF8Names(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	path := filepath.Join(auditDir(t), "audit.jsonl")
 	a, err := OpenAudit(path)
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +117,7 @@ func TestReadAuditTornAndBadLines(t *testing.T) {
 }
 
 func TestAuditLogNeverBlocks(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	path := filepath.Join(auditDir(t), "audit.jsonl")
 	a, err := OpenAudit(path)
 	if err != nil {
 		t.Fatal(err)
@@ -160,7 +160,7 @@ func TestAuditLogIsBounded(t *testing.T) {
 		max     int64
 		bounded bool
 	}{{1 << 20, false}, {4096, true}} {
-		path := filepath.Join(t.TempDir(), "audit.jsonl")
+		path := filepath.Join(auditDir(t), "audit.jsonl")
 		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 		if err != nil {
 			t.Fatal(err)
@@ -208,4 +208,17 @@ func TestAuditLogIsBounded(t *testing.T) {
 			t.Errorf("control: %d dropped below the bound", dropped)
 		}
 	}
+}
+
+// auditDir is a directory for an audit log that OpenAudit accepts: t.TempDir made
+// private. The package's tests serve mounts in this process, and serving sets the
+// umask to 0 (see Mount), after which t.TempDir's directories are 0777, which
+// OpenAudit refuses (anyone could replace the log in them).
+func auditDir(t *testing.T) string {
+	t.Helper()
+	d := t.TempDir()
+	if err := os.Chmod(d, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return d
 }

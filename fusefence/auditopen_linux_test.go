@@ -20,7 +20,7 @@ func TestAuditLogOthersCannotChooseOrRewrite(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("as root: files of another user")
 	}
-	base := t.TempDir()
+	base := auditDir(t)
 	mk := func(rel string, mode uint32) string {
 		p := filepath.Join(base, rel)
 		if err := os.MkdirAll(p, 0o700); err != nil {

@@ -212,7 +212,7 @@ func TestLinkIntoOwnMount(t *testing.T) {
 // A mountpoint inside SOURCE, SOURCE inside the mountpoint, and a policy file or
 // audit log inside the mountpoint would all make the daemon a client of itself.
 func TestMountRefusesItself(t *testing.T) {
-	base := t.TempDir()
+	base := auditDir(t)
 	for _, d := range []string{"src/inner", "mnt/src", "mnt/cfg", "cfg", "plain"} {
 		if err := os.MkdirAll(filepath.Join(base, d), 0o755); err != nil {
 			t.Fatal(err)
