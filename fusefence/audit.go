@@ -100,23 +100,24 @@ type auditMsg struct {
 // its writer.
 //
 // The log is the record of what the fence refused, so no other user may choose
-// where it is written, nor rewrite or replace it: its last component is never
-// followed (a link planted at its name, in /tmp say, had a root daemon create or
-// append to any file the link's owner chose), the file must be a regular file of
-// this process's user with one name and no write for group or others, and it and
-// the directories above it must pass strictmodes.Check (a log another user owned
-// was theirs to forge; found by review).
+// where it is written, nor rewrite or replace it (found by review: a link planted
+// at its name, in /tmp say, had a root daemon create or append to any file the
+// link's owner chose; a log another user owned was theirs to forge; a link of
+// theirs as a directory on the way let them swap in a directory of theirs). So
+// the path must pass strictmodes.Check (no link or directory on the way another
+// user could change), its last component must not be a symlink, the file is
+// opened at the path Check resolved following no symlink at all, and it must be a
+// regular file of this process's user with one name and no write for group or
+// others.
 func OpenAudit(path string) (*AuditLog, error) {
-	if err := strictmodes.Check("the audit log", path); err != nil {
-		return nil, err
-	}
 	if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSymlink != 0 {
 		return nil, fmt.Errorf("audit log %q: it is a symbolic link; give the file itself", path)
 	}
-	// O_NOFOLLOW: a link put there since (ELOOP, or EACCES in a sticky directory).
-	// O_NONBLOCK: a FIFO at the name fails at once (ENXIO) instead of waiting for a
-	// reader; it means nothing for a regular file.
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0o600)
+	resolved, err := strictmodes.Check("the audit log", path)
+	if err != nil {
+		return nil, err
+	}
+	f, err := openAuditFile(resolved)
 	if err != nil {
 		return nil, fmt.Errorf("opening audit log %q: %w", path, err)
 	}

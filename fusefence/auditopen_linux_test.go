@@ -13,9 +13,10 @@ import (
 // The audit log is where another user could otherwise choose what a root daemon
 // writes, or forge its records (found by review): a link at its name, a log of
 // another user's, one with two names or writable by others, a directory above it
-// others can rename in, and a FIFO are each refused, with nothing created or
-// written (negative controls); a new log in a private or a sticky directory, and
-// an existing log of the daemon's own, are opened and written (positive controls).
+// others can rename in, another user's link on the way, and a FIFO are each refused, with nothing created or
+// written (negative controls); a new log in a private or a sticky directory, or
+// through the daemon's own link, and an existing log of its own, are opened and
+// written (positive controls).
 func TestAuditLogOthersCannotChooseOrRewrite(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("as root: files of another user")
@@ -60,6 +61,19 @@ func TestAuditLogOthersCannotChooseOrRewrite(t *testing.T) {
 	if err := unix.Mkfifo(filepath.Join(private, "fifo"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// Another user's link to a directory, on the way: they could point it at a
+	// directory of theirs at any moment (found by review).
+	theirDir := filepath.Join(sticky, "logs")
+	if err := os.Symlink(private, theirDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Lchown(theirDir, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	myDir := filepath.Join(sticky, "mylogs")
+	if err := os.Symlink(private, myDir); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct{ path, want string }{
 		{filepath.Join(sticky, "link"), "symbolic link"},
 		{theirs, "owned by uid 65534"},
@@ -67,6 +81,7 @@ func TestAuditLogOthersCannotChooseOrRewrite(t *testing.T) {
 		{twice, "2 names"},
 		{filepath.Join(groupw, "new.jsonl"), "could be replaced by another user"},
 		{filepath.Join(private, "fifo"), "opening audit log"},
+		{filepath.Join(theirDir, "via-theirs.jsonl"), "the symlink " + theirDir},
 	} {
 		done := make(chan error, 1)
 		go func() {
@@ -91,6 +106,9 @@ func TestAuditLogOthersCannotChooseOrRewrite(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(groupw, "new.jsonl")); !os.IsNotExist(err) {
 		t.Errorf("a log was created in a group-writable directory: %v", err)
 	}
+	if _, err := os.Lstat(filepath.Join(private, "via-theirs.jsonl")); !os.IsNotExist(err) {
+		t.Errorf("a log was created through another user's link: %v", err)
+	}
 	for _, p := range []string{theirs, loose, twice} {
 		if fi, err := os.Stat(p); err != nil || fi.Size() != 0 {
 			t.Errorf("%s was written: %v", p, err)
@@ -98,7 +116,7 @@ func TestAuditLogOthersCannotChooseOrRewrite(t *testing.T) {
 	}
 
 	own := write(filepath.Join(private, "own.jsonl"), 0o600, 0)
-	for _, p := range []string{filepath.Join(private, "new.jsonl"), filepath.Join(sticky, "new.jsonl"), own} {
+	for _, p := range []string{filepath.Join(private, "new.jsonl"), filepath.Join(sticky, "new.jsonl"), own, filepath.Join(myDir, "via-mine.jsonl")} {
 		a, err := OpenAudit(p)
 		if err != nil {
 			t.Errorf("OpenAudit(%s): %v", p, err)

@@ -9,7 +9,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -152,15 +151,8 @@ func (f *fence) pollHack() {
 func trustedPath(p string) (string, error) {
 	euid := uint32(os.Geteuid())
 	resolved, exists, err := canon.EachLink(p, func(link string, st *unix.Stat_t) error {
-		var dir unix.Stat_t
-		if err := unix.Lstat(filepath.Dir(link), &dir); err != nil {
-			return err
-		}
-		// In a sticky directory others may write in, the link's owner is the one who
-		// can replace it.
-		othersLink := dir.Mode&0o022 != 0 && st.Uid != 0 && st.Uid != euid
-		if strictmodes.Replaceable(&dir, euid) || othersLink {
-			return fmt.Errorf("the symlink %s lies in a directory another user can change (owner uid %d, mode %04o): as root, give the mountpoint without it (its target, if you trust it)", link, dir.Uid, dir.Mode&0o7777)
+		if err := strictmodes.Link(link, st, euid); err != nil {
+			return fmt.Errorf("%w: as root, give the mountpoint without it (its target, if you trust it)", err)
 		}
 		return nil
 	})

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"golang.org/x/sys/unix"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -233,6 +234,52 @@ func TestApproverOthersCouldReplaceIsRefused(t *testing.T) {
 	mend()
 	if _, r := tohJSON(t, s.ws, nil, append(append(esc, "--approval-command", ask), "--", "touch", ran)...); r.code != 0 {
 		t.Fatalf("approver only its owner can change: %d %s", r.code, r.stderr)
+	}
+	present(t, ran, "")
+}
+
+// An approver named through a link in a sticky directory: the link's owner can
+// point it elsewhere at any moment, so it is refused unless the link is root's or
+// the caller's, whatever it points to now (found by review: another user's link in
+// /var/tmp to a root-owned approver was swapped to their own between the check and
+// the run, 1 win in 43, and their approver ran as root). Control: the caller's own
+// link there is followed, and the approver answers.
+func TestApproverThroughAnotherUsersLinkIsRefused(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("as root: a link of another user's")
+	}
+	s := newScratch(t)
+	ran := filepath.Join(s.beside, "ran")
+	esc := []string{"--policy", s.noPolicy, "--sandbox-permissions", "danger-full-access", "--justification", "Needs the disk."}
+	real := filepath.Join(s.beside, "real")
+	sticky := filepath.Join(s.beside, "sticky")
+	for _, d := range []string{real, sticky} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := unix.Chmod(sticky, 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	ask, log := approver(t, real, "allowed-once")
+	name := filepath.Base(ask)
+	theirs, mine := filepath.Join(sticky, "theirs"), filepath.Join(sticky, "mine")
+	for _, l := range []string{theirs, mine} {
+		if err := os.Symlink(real, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Lchown(theirs, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	e, r := tohJSON(t, s.ws, nil, append(append(esc, "--approval-command", filepath.Join(theirs, name)), "--", "touch", ran)...)
+	if r.code != exitEscalation || e.Error == nil || e.Error.Code != "ESCALATION_UNAVAILABLE" || !strings.Contains(e.Error.Message, "could be replaced by another user") {
+		t.Fatalf("through another user's link: code %d %+v", r.code, e.Error)
+	}
+	absent(t, log)
+	absent(t, ran)
+	if _, r := tohJSON(t, s.ws, nil, append(append(esc, "--approval-command", filepath.Join(mine, name)), "--", "touch", ran)...); r.code != 0 {
+		t.Fatalf("through the caller's own link: %d %s", r.code, r.stderr)
 	}
 	present(t, ran, "")
 }

@@ -17,7 +17,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/toh-sandbox/toh/canon"
 	"github.com/toh-sandbox/toh/internal/approval"
 	"github.com/toh-sandbox/toh/internal/fencerun"
 	"github.com/toh-sandbox/toh/policy"
@@ -209,17 +208,17 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			WorkspaceRoot: granted.WorkspaceRoot, CurrentMode: pol.Mode, RequestedMode: requested,
 			WritableRoots: granted.WritableRoots, Network: granted.Network, Justification: f.justif}
 		reach := everWritable(pf, cwd, pol, granted)
-		if err := approverRefusal(reach, f.approvalCmd); err != nil {
+		approver, err := approverRefusal(reach, f.approvalCmd)
+		if err != nil {
 			return out.fail(exitEscalation, "ESCALATION_UNAVAILABLE", err)
 		}
 		ap := approval.Choose(pol.Approval, f.approvalCmd)
 		if c, ok := ap.(approval.Command); ok {
-			// What runs is the file the checks above resolved and checked, by its
-			// resolved path: a link on the way, in a directory another user owns,
-			// could be pointed elsewhere between the check and the run (found by
-			// review); the directories of the resolved path are the caller's or
-			// root's (strictmodes.Check).
-			c.Path = canon.Canonical(f.approvalCmd)
+			// What runs is the file the checks above resolved and checked, by the
+			// path they resolved: a link on the way could be pointed elsewhere
+			// between the check and the run (found by review); every link and
+			// directory on that path is the caller's or root's (strictmodes.Check).
+			c.Path = approver
 			c.Dir, c.Env = "/", approverEnv(env, reach)
 			ap = c
 		}

@@ -166,11 +166,14 @@ func everWritable(f *policy.File, cwd string, pols ...policy.Execution) policy.E
 // approverRefusal says why the approval command must not be asked: it lies in one of
 // reach's roots (everWritable), could be rewritten through another link
 // (ownProgramRefusal), or by another user (strictmodes.Check): it decides for every
-// later call. The approver is run by its resolved path (runExec), so a link on the
-// way to a link cannot redirect the run that was checked.
-func approverRefusal(reach policy.Execution, approver string) error {
+// later call. Otherwise it returns the path the checks resolved, which is what runs
+// (runExec): resolving the name again could follow a link changed since.
+func approverRefusal(reach policy.Execution, approver string) (resolved string, err error) {
+	if approver == "" {
+		return "", nil // the terminal, or never
+	}
 	if err := ownProgramRefusal(reach, "", program{"the approval command", approver}); err != nil {
-		return err
+		return "", err
 	}
 	return strictmodes.Check("the approval command", approver)
 }
