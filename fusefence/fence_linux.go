@@ -65,6 +65,10 @@ type Config struct {
 	// whose fences exist on the host for a moment where other processes of the
 	// same user, confined runs among them, could reach them (internal/fencerun).
 	Admit func(tid uint32) bool
+	// Guard are files kept read-only besides the policy's protected paths, with
+	// rule protected (toh-exec --fence: its probe cache, which the runner keeps
+	// read-only, but which a link in a fenced root would reach on the host).
+	Guard []string
 	// DevFD, when positive, is a /dev/fuse descriptor that another process already
 	// mounted (mount(2) with "fd=N"); the fence serves it instead of mounting, and
 	// Mountpoint only names the mount in messages. toh-exec --fence mounts this way
@@ -118,6 +122,7 @@ type fence struct {
 	audit     *AuditLog
 	onDeny    func(Event)
 	admit     func(tid uint32) bool
+	guard     []string // canonical (Config.Guard)
 	auditPath string // canonical path of the audit log, guarded like the policy file
 	euid      uint32 // the daemon's effective uid (see asRoot, ownRights)
 	shared    bool   // other users may see the mount (Config.AllowOther)
@@ -186,6 +191,11 @@ func Mount(cfg Config) (*Fence, error) {
 	}
 	if cfg.Audit != nil {
 		f.auditPath = canon.Canonical(cfg.Audit.Path())
+	}
+	for _, g := range cfg.Guard {
+		if c := canon.Canonical(g); strings.HasPrefix(c, "/") {
+			f.guard = append(f.guard, c)
+		}
 	}
 	if cfg.DevFD <= 0 {
 		if err := f.checkOutsideMount(cfg); err != nil {
@@ -515,7 +525,7 @@ func (f *fence) newSnapshot(gen uint64, x policy.Execution, err error) *snapshot
 	case policy.WorkspaceWrite:
 		roots = x.WritableRoots
 	}
-	ps := resolveProtected(x, nil, time.Now(), f.protBound(), f.nextProtVer)
+	ps := resolveProtected(x, nil, time.Now(), f.protBound(), f.nextProtVer, f.guard...)
 	s.prot.cur.Store(ps)
 	f.logf("policy generation %d: mode %s, writable roots %q, protect %q, protected paths %q %q", gen, x.Mode, x.WritableRoots, x.Protect, ps.g.policy, ps.g.protect)
 	for _, r := range roots {

@@ -64,7 +64,7 @@ func gitKey(pp policy.ProtectedPath) string {
 // prev (nil for a snapshot's first). bound is how long a new repository stays the
 // run's own, and how long a set is used before it is resolved again. nextVer
 // numbers the result when it differs from prev.
-func resolveProtected(x policy.Execution, prev *protSet, now time.Time, bound time.Duration, nextVer func() uint64) *protSet {
+func resolveProtected(x policy.Execution, prev *protSet, now time.Time, bound time.Duration, nextVer func() uint64, guard ...string) *protSet {
 	next := &protSet{refresh: now.Add(bound), known: map[string]bool{}, pending: map[string]time.Time{}}
 	if x.Mode != policy.WorkspaceWrite {
 		next.refresh = never // nothing is guarded: never again
@@ -103,6 +103,11 @@ func resolveProtected(x policy.Execution, prev *protSet, now time.Time, bound ti
 		}
 		if !had[pp.Path] {
 			next.g.add(pp)
+		}
+	}
+	for _, p := range guard { // Config.Guard, protected whatever the policy says
+		if !had[p] && !slices.Contains(next.g.protect, p) {
+			next.g.protect = append(next.g.protect, p)
 		}
 	}
 	if prev != nil && slices.Equal(prev.g.protect, next.g.protect) && slices.Equal(prev.g.policy, next.g.policy) {
@@ -158,7 +163,7 @@ func (f *fence) protected(s *snapshot) *protSet {
 	if cur = s.prot.cur.Load(); now.Before(cur.refresh) {
 		return cur // another request resolved it meanwhile
 	}
-	next := resolveProtected(s.x, cur, now, f.protBound(), f.nextProtVer)
+	next := resolveProtected(s.x, cur, now, f.protBound(), f.nextProtVer, f.guard...)
 	if next.ver != cur.ver {
 		f.logf("policy generation %d: protected paths now %q %q (new repositories still their run's own: %d)", s.gen, next.g.policy, next.g.protect, len(next.pending))
 	}

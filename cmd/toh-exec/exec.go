@@ -291,7 +291,7 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		// not by the policy's roots (sandbox.Confined.FenceWritable).
 		fenced := pol
 		fenced.WritableRoots = conf.FenceWritable
-		stage, err := fencerun.New(self, fenced, conf.FencedRoots)
+		stage, err := fencerun.New(self, fenced, conf.FencedRoots, []string{cachePath})
 		if err != nil {
 			return out.unavailable(&sandbox.UnavailableError{Mode: pol.Mode, Cause: fmt.Errorf("--fence: %w", err)})
 		}

@@ -323,6 +323,68 @@ func TestFenceAttackLinkToHostTmp(t *testing.T) {
 	}
 }
 
+// A program the caller may run but not read (a root-owned 0711 file) makes its
+// process non-dumpable, and a fence host of a user other than root may then not
+// read that process's namespaces: the fence refused its writes, with no record
+// (found by review). It is judged by its parent instead. Needs such a program,
+// which scripts/test.sh makes as root for its unprivileged leg ($TOH_TEST_XONLY).
+func TestFenceRunsProgramsItCannotRead(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("as a user other than root: root may read every process's namespaces")
+	}
+	xonly := os.Getenv("TOH_TEST_XONLY")
+	if xonly == "" {
+		t.Skip("needs $TOH_TEST_XONLY, a copy of touch(1) this user may run but not read (scripts/test.sh)")
+	}
+	if _, err := os.ReadFile(xonly); err == nil {
+		t.Fatalf("%s is readable: it would not make its process non-dumpable", xonly)
+	}
+	for _, runner := range runners(t) {
+		t.Run(runner, func(t *testing.T) {
+			s := newFenceScratch(t)
+			hook := filepath.Join(s.ws, ".git", "hooks", "by-xonly")
+			e := s.runWithin(t, time.Minute, runner, fmt.Sprintf("%[1]s made-by-xonly; %[1]s .git/hooks/by-xonly 2>/dev/null; exit 0", xonly))
+			present(t, filepath.Join(s.ws, "made-by-xonly"), "")
+			absent(t, hook)
+			if e.Result.Denials == nil || !hasDenial(*e.Result.Denials, "create", hook, "protected") {
+				t.Errorf("the protected write of a program the caller cannot read is not on record: %+v", e.Result.Denials)
+			}
+		})
+	}
+}
+
+// The probe cache lies in a fenced root ($HOME's ~/.cache/toh when $HOME is the
+// workspace). bwrap keeps it read-only where the command sees it, but the fence
+// resolves links on the host: a link to its directory from another fenced root
+// ($TMPDIR) let a bwrap run rewrite it, and a concurrent call elsewhere then ran
+// under Landlock instead of bwrap (found by review). The fence now guards it too,
+// on record. Control: another file through the same link lands.
+func TestFenceAttackProbeCacheThroughALink(t *testing.T) {
+	s := newFenceScratch(t)
+	tmpd := filepath.Join(s.beside, "tmpd")
+	testutil.MakeTree(t, s.ws, "dir cachedir", "file cachedir/cache.json orig")
+	testutil.MakeTree(t, s.beside, "dir tmpd")
+	cache := filepath.Join(s.ws, "cachedir", "cache.json")
+	script := fmt.Sprintf(`ln -s %[1]s/cachedir $TMPDIR/c
+echo poisoned > $TMPDIR/c/cache.json; cat $TMPDIR/c/cache.json; echo ok > $TMPDIR/c/other.txt; exit 0`, s.ws)
+	r := runWithin(t, time.Minute, s.ws, []string{"TMPDIR=" + tmpd}, "--json", "--policy", s.noPolicy, "--runner", "bwrap",
+		"--mode", "workspace-write", "--probe-cache", cache, "--fence", "-c", script)
+	var e fenceEnvelope
+	if err := json.Unmarshal([]byte(r.stdout), &e); err != nil || e.Result == nil {
+		t.Fatalf("--json output is not a result: %v\n%s\nstderr: %s", err, r.stdout, r.stderr)
+	}
+	present(t, filepath.Join(s.ws, "cachedir", "other.txt"), "ok\n")
+	// What the command read back (toh-exec drops a cache inside the run's roots,
+	// which it never trusts, once the run is over).
+	if !strings.Contains(e.Stdout, "orig") || strings.Contains(e.Stdout, "poisoned") {
+		t.Errorf("the probe cache read back as %q, want it unchanged", e.Stdout)
+	}
+	if e.Result.Denials == nil || !hasDenial(*e.Result.Denials, "open", cache, "protected") && !hasDenial(*e.Result.Denials, "truncate", cache, "protected") {
+		t.Errorf("want the write to the probe cache refused on record, got %+v", e.Result.Denials)
+	}
+	s.checkCanary(t)
+}
+
 // For a caller other than root the fences exist on the host for a moment, in the
 // user's fence directory, before the stage holds them. Another confined run of the
 // same user whose workspace covers that directory ($HOME, the directory being

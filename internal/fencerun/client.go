@@ -48,6 +48,7 @@ type Client struct {
 	host  string
 	pol   policy.Execution
 	roots []string
+	guard []string
 
 	r, w *os.File
 	br   *bufio.Reader
@@ -60,9 +61,12 @@ type Client struct {
 var _ sandbox.Stage = (*Client)(nil)
 
 // New prepares a fenced run confined by pol whose runner argv expects roots to be
-// fenced. self is the absolute path of the toh-exec binary; the host is the
-// toh-mount beside it (a fixed place: nothing in the environment chooses it).
-func New(self string, pol policy.Execution, roots []string) (*Client, error) {
+// fenced, whose fences also keep the files guard read-only (toh-exec's probe cache:
+// the runner keeps it read-only, but the fence resolves links on the host, where a
+// link in one fenced root could reach it; found by review). self is the absolute
+// path of the toh-exec binary; the host is the toh-mount beside it (a fixed place:
+// nothing in the environment chooses it).
+func New(self string, pol policy.Execution, roots, guard []string) (*Client, error) {
 	if runtime.GOOS != "linux" {
 		return nil, errors.New("the fence needs Linux (FUSE in a mount namespace of the run)")
 	}
@@ -77,7 +81,7 @@ func New(self string, pol policy.Execution, roots []string) (*Client, error) {
 		}
 		return nil, fmt.Errorf("the fence is served by %s, which must be installed beside toh-exec: %w", hostBinary, err)
 	}
-	return &Client{host: host, pol: pol, roots: append([]string(nil), roots...)}, nil
+	return &Client{host: host, pol: pol, roots: append([]string(nil), roots...), guard: append([]string(nil), guard...)}, nil
 }
 
 // Wrap makes cmd start the host with the runner's program and argv as arguments.
@@ -95,6 +99,9 @@ func (c *Client) Wrap(cmd *exec.Cmd) error {
 		"--policy-json", string(pol), "--cwd", cmd.Dir, "--path", cmd.Path}
 	for _, root := range c.roots {
 		args = append(args, "--root", root)
+	}
+	for _, g := range c.guard {
+		args = append(args, "--guard", g)
 	}
 	cmd.Args = append(append(args, "--"), cmd.Args...)
 	cmd.Path = c.host

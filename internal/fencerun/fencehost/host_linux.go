@@ -46,6 +46,9 @@ type Run struct {
 	self  string
 	pol   policy.Execution
 	roots []string
+	// guard are files every fence keeps read-only besides the policy's protected
+	// paths (fusefence.Config.Guard).
+	guard []string
 	// umask is the process's umask when the run was prepared: the stage restores
 	// it before the exec, since serving a fence sets this process's umask to 0
 	// (fusefence.Mount) and a stage started after that would pass 0 on.
@@ -83,7 +86,7 @@ var never = make(chan struct{})
 
 // New prepares the fence for a run confined by pol whose runner argv expects roots
 // to be fenced. self is the absolute path of the toh-mount binary (the stage).
-func New(self string, pol policy.Execution, roots []string) (*Run, error) {
+func New(self string, pol policy.Execution, roots, guard []string) (*Run, error) {
 	if self == "" {
 		return nil, errors.New("the toh-mount binary is unknown")
 	}
@@ -93,7 +96,7 @@ func New(self string, pol policy.Execution, roots []string) (*Run, error) {
 	// Read without changing it (Umask sets and returns the old value).
 	mask := unix.Umask(0o022)
 	unix.Umask(mask)
-	return &Run{self: self, pol: pol, roots: rs, umask: mask}, nil
+	return &Run{self: self, pol: pol, roots: rs, guard: guard, umask: mask}, nil
 }
 
 // Wrap turns cmd into the fence stage, in a new mount namespace (and a new user
@@ -212,6 +215,7 @@ func (r *Run) Started() error {
 				Policy:     src,
 				DevFD:      fd,
 				OnDeny:     r.record,
+				Guard:      r.guard,
 			}); err != nil {
 				unix.Close(fd)
 				return fmt.Errorf("fence: serving %s: %w", root, err)
@@ -289,7 +293,7 @@ func (r *Run) mountOnHost() error {
 		if err != nil {
 			return fmt.Errorf("fence: %w", err)
 		}
-		if _, err := fusefence.Mount(fusefence.Config{Source: root, Mountpoint: mp, Policy: src, OnDeny: r.record, Admit: r.ns.admit}); err != nil {
+		if _, err := fusefence.Mount(fusefence.Config{Source: root, Mountpoint: mp, Policy: src, OnDeny: r.record, Admit: r.ns.admit, Guard: r.guard}); err != nil {
 			return fmt.Errorf("fence: serving %s: %w", root, err)
 		}
 		r.hostMounts = append(r.hostMounts, mp)

@@ -31,6 +31,7 @@ func HostMain(args []string) int {
 		cwd      string
 		path     string
 		roots    []string
+		guard    []string
 	)
 	args, ok := internalArgs(fencerun.HostArg, args, func(name, value string) bool {
 		switch name {
@@ -44,6 +45,8 @@ func HostMain(args []string) int {
 			path = value
 		case "--root":
 			roots = append(roots, value)
+		case "--guard":
+			guard = append(guard, value)
 		default:
 			return false
 		}
@@ -80,7 +83,7 @@ func HostMain(args []string) int {
 	if err != nil {
 		return fail(fmt.Errorf("locating toh-mount: %w", err))
 	}
-	run, err := New(self, pol, roots)
+	run, err := New(self, pol, roots, guard)
 	if err != nil {
 		return fail(err)
 	}
