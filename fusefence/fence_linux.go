@@ -123,9 +123,9 @@ type fence struct {
 	onDeny    func(Event)
 	admit     func(tid uint32) bool
 	guard     []string // canonical (Config.Guard)
-	auditPath string // canonical path of the audit log, guarded like the policy file
-	euid      uint32 // the daemon's effective uid (see asRoot, ownRights)
-	shared    bool   // other users may see the mount (Config.AllowOther)
+	auditPath string   // canonical path of the audit log, guarded like the policy file
+	euid      uint32   // the daemon's effective uid (see asRoot, ownRights)
+	shared    bool     // other users may see the mount (Config.AllowOther)
 	// protectedSymlinks is the host's fs.protected_symlinks, read at Mount (see
 	// ownerOnly); atomic so that a test can switch it on where the host has it off.
 	protectedSymlinks atomic.Bool

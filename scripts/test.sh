@@ -52,6 +52,9 @@ if [ "$(id -u)" = 0 ]; then
 	install -d -o "$user" -g "$user" "$home" # tests may have made the user without one
 	log "kernel-facing tests as unprivileged user $user"
 	pkgs=(./cmd/toh-exec ./sandbox ./canon ./policy ./fusefence ./cmd/toh-mount)
+	# A program the user may run but not read (its process is then not dumpable):
+	# the fence must still act for it (TestFenceRunsProgramsItCannotRead).
+	install -m 0711 "$(command -v touch)" "$bindir/xonly-touch"
 	for pkg in "${pkgs[@]}"; do
 		name=$(basename "$pkg")
 		go test -c -race -o "$bindir/$name.test" "$pkg"
@@ -85,6 +88,7 @@ if [ "$(id -u)" = 0 ]; then
 		chown -R "$user" "$work"
 		(cd "$work" && "${wrap[@]}" runuser -u "$user" -- env -i PATH=/usr/bin:/bin HOME="$home" \
 			TOH_EXEC_BIN="$TOH_EXEC_BIN" TOH_MOUNT_BIN="$bindir/toh-mount" TOH_TEST_REQUIRE=$require \
+			TOH_TEST_XONLY="$bindir/xonly-touch" \
 			"$bindir/$name.test" -test.count=1)
 		if [ "$pkg" = ./cmd/toh-exec ]; then
 			# And once where this user cannot open /dev/fuse (the machine's own,
