@@ -58,8 +58,10 @@
 //   - Protected paths inside fenced roots are left to the fence (bwrap rebinds them
 //     read-only otherwise, and its EROFS would never reach the fence), the policy
 //     file and its lock included: the fence guards them as its own, so an attempt on
-//     them is on record. The probe cache, which the fence does not know, keeps
-//     bwrap's read-only rebind (and is not trusted inside a writable root anyway).
+//     them is on record. The probe cache keeps bwrap's read-only rebind (it is not
+//     trusted inside a writable root anyway), and the fences guard it too (rule
+//     protected): a link in one fenced root to its directory in another was once
+//     followed by the fence on the host and rewrote it (found by review).
 //   - The host dies with toh-exec (parent-death signal): a toh-exec killed during the
 //     setup never leaves a host that starts the command on its own.
 //   - Root's mounts carry default_permissions: the kernel checks the caller's own
