@@ -151,7 +151,7 @@ func BwrapArgv(pol policy.Execution, argv []string) []string {
 // denies them itself, with a record of each attempt, where a read-only rebind would
 // answer EROFS before the fence could see the operation. That includes the policy
 // file and its lock, which the fence guards as its own (so an attempt on them is on
-// record too); the guarded files (the probe cache, which the fence does not know)
+// record too); the guarded files (the probe cache, which toh-exec also hands the fence)
 // keep their rebinds.
 func bwrapArgv(pol policy.Execution, argv []string, guarded []string) ([]string, *standInPlan, []string) {
 	args, plan, fenced, _ := bwrapArgvHiding(pol, argv, guarded, nil)
