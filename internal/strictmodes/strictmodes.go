@@ -83,10 +83,11 @@ func Link(link string, st *unix.Stat_t, euid uint32) error {
 	if err := unix.Lstat(filepath.Dir(link), &dir); err != nil {
 		return err
 	}
+	replaceable := Replaceable(&dir, euid)
 	othersLink := dir.Mode&0o022 != 0 && st.Uid != 0 && st.Uid != euid
-	if Replaceable(&dir, euid) || othersLink {
+	if replaceable || othersLink {
 		return &LinkError{Link: link, DirUID: dir.Uid, DirMode: uint32(dir.Mode) & 0o7777, LinkUID: st.Uid,
-			inSticky: !Replaceable(&dir, euid)}
+			inSticky: !replaceable}
 	}
 	return nil
 }
