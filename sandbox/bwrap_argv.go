@@ -164,23 +164,23 @@ func bwrapArgv(pol policy.Execution, argv []string, guarded []string) ([]string,
 // hostWritable are the roots bound writable: every writable root but "/tmp"
 // (Confined.FenceWritable).
 func bwrapArgvHiding(pol policy.Execution, argv []string, guarded []string, hides []bwrapHide) (args []string, plan *standInPlan, fenced, hostWritable []string) {
-	out := []string{"--ro-bind", "/", "/", "--dev", "/dev", "--unshare-pid", "--unshare-ipc"}
+	args = []string{"--ro-bind", "/", "/", "--dev", "/dev", "--unshare-pid", "--unshare-ipc"}
 	if pol.Network == policy.NetworkDeny {
-		out = append(out, "--unshare-net")
+		args = append(args, "--unshare-net")
 	}
-	out = append(out, "--proc", "/proc",
+	args = append(args, "--proc", "/proc",
 		"--ro-bind", "/proc/sys", "/proc/sys", "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger",
 		"--die-with-parent", "--cap-drop", "ALL")
 
 	if pol.Mode == policy.WorkspaceWrite {
-		out = append(out, "--tmpfs", "/tmp")
+		args = append(args, "--tmpfs", "/tmp")
 		var bound []string
 		for _, r := range pol.WritableRoots {
 			if r == "/tmp" {
 				continue
 			}
 			bound = append(bound, r)
-			out = append(out, "--bind", r, r)
+			args = append(args, "--bind", r, r)
 		}
 		hostWritable = bound
 		pps := pol.ProtectedPaths()
@@ -202,7 +202,7 @@ func bwrapArgvHiding(pol policy.Execution, argv []string, guarded []string, hide
 			}
 		}
 		guards := bwrapGuards(pps, bound)
-		out = append(out, bwrapGuardOptions(guards, bound)...)
+		args = append(args, bwrapGuardOptions(guards, bound)...)
 		if len(guards) > 0 {
 			plan = &standInPlan{guards: guards}
 		}
@@ -221,9 +221,9 @@ func bwrapArgvHiding(pol policy.Execution, argv []string, guarded []string, hide
 	if pol.Fence && pol.Mode == policy.WorkspaceWrite {
 		fenced = hostWritable
 	}
-	out = append(out, bwrapHideOptions(hides)...)
-	out = append(out, "--")
-	return append(out, argv...), plan, fenced, hostWritable
+	args = append(args, bwrapHideOptions(hides)...)
+	args = append(args, "--")
+	return append(args, argv...), plan, fenced, hostWritable
 }
 
 // missingGuardable reports whether a guarded file (the probe cache) that does not
