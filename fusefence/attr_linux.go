@@ -15,11 +15,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Inode mutations: each judges what the node leads to (formInode; a symlink node's
-// own attributes in formEntry), opens it as O_PATH relative to the verified parent
-// without following it, refuses a multiply-linked non-directory, and acts on that
-// descriptor (with AT_EMPTY_PATH where the kernel takes it for that call, else
-// through /proc/self/fd: both act on the object the descriptor holds).
+// Inode mutations: each judges what the node leads to (formLeaf; a symlink node's
+// own attributes in formEntry), takes it as O_PATH without following it (the
+// decision's own walk's descriptor, or one opened relative to the verified
+// parent), refuses a multiply-linked non-directory, and acts on that descriptor
+// (with AT_EMPTY_PATH where the kernel takes it for that call, else through
+// /proc/self/fd: both act on the object the descriptor holds).
 
 var _ = (fs.NodeSetattrer)((*node)(nil))
 
@@ -72,7 +73,7 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 
 	s := n.f.acquire()
 	defer s.release()
-	fm := formInode
+	fm := formLeaf
 	if n.isSymlink() {
 		fm = formEntry
 	}
@@ -220,7 +221,7 @@ func xattrReach(attr string) reach {
 func (n *node) xattr(ctx context.Context, op string, r reach, fn func(proc string) error) syscall.Errno {
 	s := n.f.acquire()
 	defer s.release()
-	fm := formInode
+	fm := formLeaf
 	if n.isSymlink() {
 		fm = formEntry
 	}

@@ -30,6 +30,12 @@ const (
 	// symlink in the last component included (open for writing, truncate, chmod,
 	// chown, utimes, xattrs).
 	formInode
+	// formLeaf is formInode for a mutation made through the target's own
+	// descriptor, never by name in its parent (chmod, chown, utimes, truncate,
+	// xattrs): when the whole canonical path opens in one walk that follows no
+	// symlink, that walk's descriptor of the target itself is what the mutation
+	// acts on (see grant.leaf), and no parent is opened.
+	formLeaf
 )
 
 // grant is a decision to allow one mutation, and where to perform it.
@@ -55,6 +61,11 @@ type grant struct {
 	// resolve), which parent hands to the mutation; -1 when there is none or it
 	// was handed over. release closes one nobody took.
 	dirFd int
+	// leafFd is, for formLeaf, the decision's own O_PATH descriptor of the target
+	// (see resolve), with leafSt its fstat, which leaf hands to the mutation; -1
+	// as dirFd.
+	leafFd int
+	leafSt unix.Stat_t
 }
 
 // judge re-resolves the mount-relative path rel now and decides the mutation op
@@ -66,11 +77,29 @@ func (f *fence) judge(ctx context.Context, s *snapshot, op, rel string, fm form,
 	if s.err != nil {
 		return nil, f.deny(ctx, s, op, rel, f.host(rel), RulePolicyInvalid)
 	}
-	target, dirFd, parentSt, parentGen, ok := f.resolve(rel, fm)
+	var leafSt unix.Stat_t
+	leafFd := -1
+	if fm == formLeaf {
+		leafFd = f.openCanonicalLeaf(rel, &leafSt)
+		fm = formInode // when the one walk did not get there: as any inode target
+	}
+	var target string
+	var dirFd int
+	var parentSt *unix.Stat_t
+	var parentGen uint64
+	ok := true
+	if leafFd >= 0 {
+		target, dirFd = f.host(rel), -1
+	} else {
+		target, dirFd, parentSt, parentGen, ok = f.resolve(rel, fm)
+	}
 	granted := false
 	defer func() {
 		if !granted && dirFd >= 0 {
 			unix.Close(dirFd)
+		}
+		if !granted && leafFd >= 0 {
+			unix.Close(leafFd)
 		}
 	}()
 	if !ok || f.mountpoint != "" && canon.LexicallyWithin(target, f.mountpoint) {
@@ -104,7 +133,13 @@ func (f *fence) judge(ctx context.Context, s *snapshot, op, rel string, fm form,
 	if !ok {
 		return nil, syscall.ENOENT // the root does not exist, so neither does anything beneath it
 	}
-	g := &grant{f: f, s: s, ctx: ctx, op: op, rel: rel, target: target, p: p, rootFd: rootFd, protVer: ps.ver, dirFd: -1}
+	g := &grant{f: f, s: s, ctx: ctx, op: op, rel: rel, target: target, p: p, rootFd: rootFd, protVer: ps.ver, dirFd: -1, leafFd: -1}
+	if leafFd >= 0 {
+		// The decision's walk followed no symlink from "/" to the target itself,
+		// found at the canonical path within the root: the mutation acts on it.
+		g.leafFd, g.leafSt, granted = leafFd, leafSt, true
+		return g, 0
+	}
 	if p.Rel != "." && dirFd >= 0 {
 		// The decision's walk to the parent followed no symlink from "/" and found
 		// it at the canonical path, within the root: it is the mutation's parent.
@@ -147,6 +182,10 @@ func (g *grant) release() {
 	if g.dirFd >= 0 {
 		unix.Close(g.dirFd)
 		g.dirFd = -1
+	}
+	if g.leafFd >= 0 {
+		unix.Close(g.leafFd)
+		g.leafFd = -1
 	}
 }
 
@@ -251,6 +290,40 @@ func (f *fence) openCanonicalDir(hostDir string) (int, bool) {
 	}
 }
 
+// openCanonicalLeaf opens the host path of rel as O_PATH, not following it, in a
+// walk from "/" that follows no symlink (magic links included), and fstats it into
+// st. It succeeds exactly when the host path is canonical as a formInode target
+// (every directory on the way exists and is no symlink, and neither is the target
+// itself), returning the descriptor; otherwise it returns -1 and the caller
+// resolves rel as before (canon.Canonical, or a parent and a name to create).
+func (f *fence) openCanonicalLeaf(rel string, st *unix.Stat_t) int {
+	if rel == "" || noOpenat2.Load() {
+		return -1
+	}
+	hostRel := strings.TrimPrefix(f.host(rel), "/")
+	for {
+		fd, err := unix.Openat2(f.slashFd, hostRel, &unix.OpenHow{
+			Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS,
+		})
+		switch err {
+		case nil:
+			// With O_PATH|O_NOFOLLOW a symlink in the last component is opened
+			// itself; a formInode target is what it leads to.
+			if unix.Fstat(fd, st) != nil || st.Mode&unix.S_IFMT == unix.S_IFLNK {
+				unix.Close(fd)
+				return -1
+			}
+			return fd
+		case unix.EINTR, unix.EAGAIN:
+			continue
+		case unix.ENOSYS:
+			noOpenat2.Store(true)
+		}
+		return -1
+	}
+}
+
 // parent opens the target's parent directory beneath the writable root, without
 // following any symlink, and checks it is the directory the decision was made on;
 // or hands over the descriptor the decision's own walk opened (see judge). The
@@ -314,6 +387,10 @@ func (g *grant) inDir(dir *node) syscall.Errno {
 // leaf opens the target itself as O_PATH without following it, for inode
 // mutations. dirFd is -1 when the target is the writable root itself.
 func (g *grant) leaf() (leafFd, dirFd int, base string, st unix.Stat_t, errno syscall.Errno) {
+	if g.leafFd >= 0 {
+		leafFd, g.leafFd = g.leafFd, -1
+		return leafFd, -1, path.Base(g.p.Rel), g.leafSt, 0
+	}
 	if g.p.Rel == "." {
 		fd, err := canon.OpenBeneath(g.rootFd, ".", unix.O_PATH|unix.O_DIRECTORY, 0)
 		if err != nil {
