@@ -6,6 +6,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -219,7 +220,7 @@ func bwrapArgvHiding(pol policy.Execution, argv []string, guarded []string, hide
 	}
 
 	if pol.Fence && pol.Mode == policy.WorkspaceWrite {
-		fenced = hostWritable
+		fenced = slices.Clone(hostWritable) // two results a caller may change apart
 	}
 	args = append(args, bwrapHideOptions(hides)...)
 	args = append(args, "--")

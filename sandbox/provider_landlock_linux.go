@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"slices"
 
 	"github.com/toh-sandbox/toh/policy"
 )
@@ -46,7 +47,7 @@ func (l *landlockProvider) Confine(argv []string, pol policy.Execution) (Confine
 	}
 	c := Confined{
 		FencedRoots:        fenced,
-		FenceWritable:      pol.WritableRoots,
+		FenceWritable:      slices.Clone(pol.WritableRoots), // not the caller's slice
 		Argv:               withStatusFD(statusLauncher, LandlockArgv(l.self, pol, argv)),
 		Backend:            BackendLandlock,
 		Enforcement:        enf,
