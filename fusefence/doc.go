@@ -69,6 +69,11 @@
 // the lookup waited on each other, and the directory hung until the connection was
 // aborted (a CREATE hung within 2.5 s of racing; 3 runs of 30 s race without a hang
 // since). Where openat2 is missing (Linux before 5.6) the plain calls remain.
+// Not covered: mount points. Root can bind-mount MOUNTPOINT somewhere inside
+// SOURCE after Mount; the walks from "/" cross mounts, so a mutation beneath that
+// bind reaches the daemon again as a request of its own, which is judged like any
+// other (nothing hung or escaped in review), but its audit record then names the
+// daemon's pid and the inner path, not the caller's.
 //
 // The policy's own paths are resolved inside requests too (a changed policy file,
 // the protected set's refresh), and they may lead into the mount: a workspace root
@@ -149,7 +154,13 @@
 //     canonical parent during the decision; a symlink on the way or a different
 //     directory is a denial (rule symlink-race). The last component is never
 //     followed (O_NOFOLLOW, AT_SYMLINK_NOFOLLOW, an O_PATH descriptor used with
-//     AT_EMPTY_PATH or through /proc/self/fd). Root descriptors are reopened,
+//     AT_EMPTY_PATH or through /proc/self/fd). A change to an inode itself
+//     (chmod, chown, utimes, truncate, an xattr) needs no parent: the decision's
+//     walk is one openat2 of the whole path with O_PATH|O_NOFOLLOW and the same
+//     resolve flags, and the change is made on that descriptor, so it lands on
+//     exactly the object found at the canonical path; its fstat is what the node
+//     and link-count checks read. A symlink at the end or on the way, or no
+//     openat2, takes the parent route above. Root descriptors are reopened,
 //     beneath "/" and without following symlinks, whenever the policy generation
 //     changes.
 //
