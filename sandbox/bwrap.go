@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/toh-sandbox/toh/policy"
 )
@@ -86,7 +87,17 @@ func (b *bwrapProvider) Confine(argv []string, pol policy.Execution) (Confined, 
 func (b *bwrapProvider) Probe(ctx context.Context) error {
 	pol := policy.Execution{Mode: policy.ReadOnly, Network: policy.NetworkAllow}
 	argv := append([]string{b.path}, BwrapArgv(pol, []string{"true"})...)
-	return runProbe(ctx, argv, "bwrap: ")
+	// A probe that met the host's mounts moving (bwrapMountRace) would otherwise
+	// leave the chain, and its cached verdict, on a weaker rung until the cache is
+	// invalidated.
+	var err error
+	for try := 0; try < bwrapTries; try++ {
+		if err = runProbe(ctx, argv, "bwrap: "); err == nil || !bwrapMountRace(err.Error()) {
+			break
+		}
+		time.Sleep(bwrapRetryPause * time.Duration(try+1))
+	}
+	return err
 }
 
 // runProbe runs a probe argv and turns a failure into an error carrying the runner's

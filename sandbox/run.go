@@ -369,6 +369,22 @@ func Run(c Confined, pol policy.Execution, dir string, env []string, stdio Stdio
 	if status != nil {
 		said = status.report()
 	}
+	for try := 1; try < bwrapTries && bwrapRaced(c, stdio, err, sig, said, tail); try++ {
+		if interrupted() {
+			// Nothing ran, and the caller asked to stop.
+			return facts, &SpawnError{Argv0: c.Argv[0], Err: &InterruptedError{Signal: pending}}
+		}
+		if stdio.Stderr != nil {
+			fmt.Fprintln(stdio.Stderr, "toh-exec: bwrap failed before the command started, because the host's mounts moved while it copied them; starting it again")
+		}
+		time.Sleep(bwrapRetryPause * time.Duration(try)) // out of step with whatever moves them
+		tail = &tailBuffer{max: TailBytes}
+		if status, err = newStatusPipe(c.status); err != nil {
+			return facts, &SpawnError{Argv0: c.Argv[0], Err: err}
+		}
+		code, sig, err = spawn(c.Argv[0], c.Argv, dir, env, stdio, tail, true, sigs, c.Stage, status, start)
+		said = status.report()
+	}
 	var stageFailure string
 	if c.Stage != nil {
 		// Collected whatever happened: a stage that failed before the exec has
@@ -453,6 +469,51 @@ func Run(c Confined, pol policy.Execution, dir string, env []string, stdio Stdio
 		return facts, &UnavailableError{Mode: pol.Mode, RunnerFailure: cl.Detail}
 	}
 	return facts, nil
+}
+
+// bwrapTries is how many times Run starts bwrap when it fails as bwrapMountRace
+// says, the command never having started.
+const bwrapTries = 3
+
+// bwrapRetryPause is the pause before the second start; the third waits twice as
+// long.
+const bwrapRetryPause = 10 * time.Millisecond
+
+// bwrapRaced reports whether a bwrap run (without a fence stage) that ended with
+// err, sig and said failed in its set-up because the host's mount table changed
+// under it, so that starting it again is safe and may well succeed: the status
+// pipe says the command never started (bwrap writes "exit-code" only once its
+// set-up finished, and nothing the command could print reaches that pipe first),
+// bwrap's own line says so (bwrapMountRace), and the command's standard input is
+// a file or nothing (a reader os/exec copies from may have been read from).
+func bwrapRaced(c Confined, stdio Stdio, err error, sig int, said runnerStatus, tail *tailBuffer) bool {
+	if c.Backend != BackendBwrap || c.Stage != nil || c.status != statusBwrap || err != nil || sig != 0 || said.commandStarted {
+		return false
+	}
+	if _, isFile := stdio.Stdin.(*os.File); stdio.Stdin != nil && !isFile {
+		return false
+	}
+	for line := range strings.SplitSeq(string(tail.Bytes()), "\n") {
+		if bwrapMountRace(line) {
+			return true
+		}
+	}
+	return false
+}
+
+// bwrapMountRace reports whether line is bwrap's fatal line for a submount that
+// moved or went away between its recursive bind of "/" and its remount of that
+// submount read-only by path, as bubblewrap 0.8 words it:
+//
+//	bwrap: Can't bind mount /oldroot/ on /newroot/: Unable to apply mount flags: remount "/newroot/var/tmp/p1/mnt": No such file or directory
+//
+// A directory above a mount renamed on the host while a sandbox starts is
+// enough (measured: 3 of 300 runs failed during a RENAME_EXCHANGE loop of such a
+// directory). The sandbox was never complete and the command never ran.
+func bwrapMountRace(line string) bool {
+	rest, ok := strings.CutPrefix(strings.TrimSpace(line), "bwrap: ")
+	return ok && strings.Contains(rest, "remount \"") &&
+		(strings.HasSuffix(rest, ": No such file or directory") || strings.HasSuffix(rest, ": Invalid argument"))
 }
 
 // checkFencedAncestors refuses a fenced run in which a fenced root lies beneath a

@@ -80,6 +80,16 @@
 // could not be started, the sandbox works, and advice to go unconfined would be
 // wrong: it is a [CommandExecError], which toh-exec reports as CANNOT_START (124).
 //
+// One bwrap failure is not final: bubblewrap 0.8 copies the host's mounts and then
+// remounts each read-only by its path, so a directory above a mount renamed in
+// between fails the set-up ("remount ...: No such file or directory"), before the
+// command starts; 3 of 300 runs did during a rename loop (bwrapMountRace). [Run]
+// starts bwrap again, at most three times in all with short pauses, when its status
+// pipe says the command never started and its standard input is a file or nothing,
+// saying so on stderr; the probe does the same, since a probe that failed so would
+// leave the chain, and its cached verdict, on the Landlock rung. Any other failure
+// is reported at once.
+//
 // Enforcement is "full" for bwrap, "full" for Landlock read-only on ABI >= 5 with the
 // seccomp filter, and "partial" otherwise (Landlock workspace-write always, since a
 // seccomp filter cannot tell paths apart and Landlock cannot deny inside an allowed

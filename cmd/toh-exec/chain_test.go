@@ -327,3 +327,92 @@ func TestProbeCacheFIFODoesNotHang(t *testing.T) {
 		t.Fatalf("exit %d (%q)", r.code, r.stderr)
 	}
 }
+
+// flakyBwrap writes a bwrap wrapper that fails its first `fails` invocations as
+// bwrap 0.8 does when a mount moves while it copies the host's (line, exit 1,
+// nothing on the status pipe), and execs the real bwrap after that. Each
+// invocation appends a line to the log.
+func flakyBwrap(t *testing.T, dir, real, line string, fails int) (wrapper, log string) {
+	t.Helper()
+	wrapper, log = filepath.Join(dir, "bwrap-flaky"), filepath.Join(dir, "bwrap-flaky.log")
+	said := filepath.Join(dir, "bwrap-flaky.line")
+	script := fmt.Sprintf("#!/bin/sh\necho run >> %s\nn=$(wc -l < %s)\nif [ \"$n\" -le %d ]; then cat %s >&2; exit 1; fi\nexec %s \"$@\"\n",
+		log, log, fails, said, real)
+	if err := os.WriteFile(said, []byte(line+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return wrapper, log
+}
+
+// TestBwrapStartedAgainWhenMountsMoved: bwrap 0.8 copies the host's mounts and then
+// remounts each one by its path; a directory above a mount renamed in between
+// fails the set-up (`remount "...": No such file or directory`) before the command
+// starts. toh-exec starts bwrap again, up to three times, and only then reports
+// the runner failed; never when the command had started, nor for another failure.
+func TestBwrapStartedAgainWhenMountsMoved(t *testing.T) {
+	real := testutil.RequireBwrap(t)
+	s := newScratch(t)
+	race := `bwrap: Can't bind mount /oldroot/ on /newroot/: Unable to apply mount flags: remount "/newroot/var/tmp/p1/mnt": No such file or directory`
+	counter := filepath.Join(s.ws, "command-ran")
+	cmd := "echo x >> " + counter
+	lines := func(p string) int {
+		b, _ := os.ReadFile(p)
+		return strings.Count(string(b), "\n")
+	}
+	run := func(bw string, command string) runResult {
+		t.Helper()
+		os.Remove(counter)
+		return toh(t, s.ws, nil, "--policy", s.noPolicy, "--bwrap", bw, "--runner", "bwrap", "--mode", "workspace-write", "-c", command)
+	}
+
+	// Positive: two failures, then the real bwrap: the command runs once.
+	bw, log := flakyBwrap(t, s.beside, real, race, 2)
+	r := run(bw, cmd)
+	if r.code != 0 || lines(counter) != 1 || lines(log) != 3 {
+		t.Fatalf("two races: code %d, command ran %d times, bwrap started %d times (want 0, 1, 3); stderr %q", r.code, lines(counter), lines(log), r.stderr)
+	}
+	if strings.Count(r.stderr, "starting it again") != 2 {
+		t.Fatalf("two races: stderr %q, want the retry said twice", r.stderr)
+	}
+
+	// Negative: it keeps failing: three starts, then the runner failure; nothing ran.
+	bw, log = flakyBwrap(t, s.beside, real, race, 100)
+	os.Remove(log)
+	r = run(bw, cmd)
+	if r.code == 0 || lines(counter) != 0 || lines(log) != 3 || !strings.Contains(r.stderr, "Runner failure: bwrap: Can't bind mount") {
+		t.Fatalf("always racing: code %d, command ran %d times, bwrap started %d times (want non-zero, 0, 3); stderr %q", r.code, lines(counter), lines(log), r.stderr)
+	}
+
+	// Another set-up failure is not retried.
+	bw, log = flakyBwrap(t, s.beside, real, "bwrap: setting up uid map: Permission denied", 100)
+	os.Remove(log)
+	r = run(bw, cmd)
+	if r.code == 0 || lines(log) != 1 || strings.Contains(r.stderr, "starting it again") {
+		t.Fatalf("other failure: code %d, bwrap started %d times (want 1); stderr %q", r.code, lines(log), r.stderr)
+	}
+
+	// The probe meeting the race probes again, rather than leaving the chain (and
+	// its cached verdict) on Landlock.
+	bw, log = flakyBwrap(t, s.beside, real, race, 1)
+	os.Remove(log)
+	cache := filepath.Join(s.beside, "probe-race.json")
+	e, r := tohJSON(t, s.ws, nil, "--policy", s.noPolicy, "--bwrap", bw, "--probe-cache", cache, "--probe-timeout", "60s", "--", "true")
+	if e.Result == nil || e.Result.Backend != "bwrap" || lines(log) != 3 {
+		t.Fatalf("probe race: bwrap started %d times (want 3: probe, probe, command), result %+v error %+v stderr %q", lines(log), e.Result, e.Error, r.stderr)
+	}
+	if b, _ := os.ReadFile(cache); !strings.Contains(string(b), `"backend":"bwrap"`) {
+		t.Fatalf("probe race: cached verdict %s", b)
+	}
+
+	// The command itself printing the line and failing is the command's result:
+	// bwrap said it started, so it is not started again.
+	bw, log = flakyBwrap(t, s.beside, real, race, 0)
+	os.Remove(log)
+	r = run(bw, cmd+"; cat "+filepath.Join(s.beside, "bwrap-flaky.line")+" >&2; exit 1")
+	if r.code != 1 || lines(counter) != 1 || lines(log) != 1 || strings.Contains(r.stderr, "starting it again") {
+		t.Fatalf("command's own line: code %d, command ran %d times, bwrap started %d times (want 1, 1, 1); stderr %q", r.code, lines(counter), lines(log), r.stderr)
+	}
+}
