@@ -11,7 +11,9 @@
 #   sudo MEASURE=daemon REPS=3 bench/fuse-requests.sh    # the daemons' side of rm-rf
 #
 # Environment:
-#   WORKLOAD  rm-rf (remove the tree, extracted natively) or untar (extract it) (rm-rf)
+#   WORKLOAD  rm-rf (remove the tree, extracted natively), untar (extract it) or
+#             git-cold (git status of the prepared tree, on a fresh mount after
+#             drop_caches, as bench/fuse.sh's git-cold) (rm-rf)
 #   TARGETS   space-separated subset of toh lbsame loopback bindfs (toh lbsame bindfs)
 #   REPS      runs per target, in turn (1)
 #   MEASURE   requests (the kernel's tracepoints, above) or daemon (perf stat of the
@@ -40,7 +42,7 @@ note() { echo "$prog: $*" >&2; }
 [[ $(id -u) == 0 ]] || die "run as root: perf records kernel tracepoints and the runs drop the page cache"
 command -v perf >/dev/null || die "perf is not installed (apt-get install linux-perf)"
 [[ $(perf list 2>/dev/null) == *fuse:fuse_request_send* ]] || die "this kernel has no fuse:fuse_request_send tracepoint"
-case $WORKLOAD in rm-rf | untar) ;; *) die "WORKLOAD=$WORKLOAD: want rm-rf or untar" ;; esac
+case $WORKLOAD in rm-rf | untar | git-cold) ;; *) die "WORKLOAD=$WORKLOAD: want rm-rf, untar or git-cold" ;; esac
 case $MEASURE in requests | daemon) ;; *) die "MEASURE=$MEASURE: want requests or daemon" ;; esac
 
 daemon="" fs_mounted=""
@@ -153,6 +155,8 @@ run_one() {
 	if [[ $WORKLOAD == rm-rf ]]; then
 		tar -xf "$tarball" -C "$src/scratch/requests"
 		cmd=(rm -rf "$mnt/scratch/requests")
+	elif [[ $WORKLOAD == git-cold ]]; then
+		cmd=(git -C "$mnt/tree" status --porcelain)
 	else
 		cmd=(tar -xf "$tarball" -C "$mnt/scratch/requests")
 	fi
