@@ -86,7 +86,7 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 		return errno
 	}
 	defer g.release()
-	leafFd, dirFd, _, st, errno := g.leaf()
+	leafFd, dirFd, st, errno := g.leaf()
 	if errno != 0 {
 		return errno
 	}
@@ -233,7 +233,7 @@ func (n *node) xattr(ctx context.Context, op string, r reach, fn func(proc strin
 	if n.isSymlink() {
 		return syscall.EOPNOTSUPP
 	}
-	leafFd, dirFd, _, st, errno := g.leaf()
+	leafFd, dirFd, st, errno := g.leaf()
 	if errno != 0 {
 		return errno
 	}

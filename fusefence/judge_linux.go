@@ -83,14 +83,8 @@ func (f *fence) judge(ctx context.Context, s *snapshot, op, rel string, fm form,
 		leafFd = f.openCanonicalLeaf(rel, &leafSt)
 		fm = formInode // when the one walk did not get there: as any inode target
 	}
-	var target string
-	var dirFd int
-	var parentSt *unix.Stat_t
-	var parentGen uint64
-	ok := true
-	if leafFd >= 0 {
-		target, dirFd = f.host(rel), -1
-	} else {
+	target, dirFd, parentSt, parentGen, ok := f.host(rel), -1, (*unix.Stat_t)(nil), uint64(0), true
+	if leafFd < 0 {
 		target, dirFd, parentSt, parentGen, ok = f.resolve(rel, fm)
 	}
 	granted := false
@@ -266,16 +260,24 @@ var noOpenat2 atomic.Bool
 // succeeds exactly when canon.Canonical(hostDir) would return hostDir unchanged
 // (every component exists, is no symlink, and leads to a directory).
 func (f *fence) openCanonicalDir(hostDir string) (int, bool) {
+	return f.openNoLinks(hostDir, unix.O_PATH|unix.O_DIRECTORY)
+}
+
+// openNoLinks opens the clean absolute host path p with flags (and O_CLOEXEC) in
+// a walk from "/" that follows no symlink, magic links included (with O_NOFOLLOW
+// a symlink in the last component is opened itself). ok is false when that walk
+// fails, or openat2 is missing.
+func (f *fence) openNoLinks(p string, flags uint64) (fd int, ok bool) {
 	if noOpenat2.Load() {
 		return -1, false
 	}
-	rel := strings.TrimPrefix(hostDir, "/")
+	rel := strings.TrimPrefix(p, "/")
 	if rel == "" {
 		rel = "."
 	}
 	for {
 		fd, err := unix.Openat2(f.slashFd, rel, &unix.OpenHow{
-			Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+			Flags:   flags | unix.O_CLOEXEC,
 			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS,
 		})
 		switch err {
@@ -297,31 +299,20 @@ func (f *fence) openCanonicalDir(hostDir string) (int, bool) {
 // itself), returning the descriptor; otherwise it returns -1 and the caller
 // resolves rel as before (canon.Canonical, or a parent and a name to create).
 func (f *fence) openCanonicalLeaf(rel string, st *unix.Stat_t) int {
-	if rel == "" || noOpenat2.Load() {
+	if rel == "" {
 		return -1
 	}
-	hostRel := strings.TrimPrefix(f.host(rel), "/")
-	for {
-		fd, err := unix.Openat2(f.slashFd, hostRel, &unix.OpenHow{
-			Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
-			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS,
-		})
-		switch err {
-		case nil:
-			// With O_PATH|O_NOFOLLOW a symlink in the last component is opened
-			// itself; a formInode target is what it leads to.
-			if unix.Fstat(fd, st) != nil || st.Mode&unix.S_IFMT == unix.S_IFLNK {
-				unix.Close(fd)
-				return -1
-			}
-			return fd
-		case unix.EINTR, unix.EAGAIN:
-			continue
-		case unix.ENOSYS:
-			noOpenat2.Store(true)
-		}
+	fd, ok := f.openNoLinks(f.host(rel), unix.O_PATH|unix.O_NOFOLLOW)
+	if !ok {
 		return -1
 	}
+	// A symlink in the last component was opened itself; a formInode target is
+	// what it leads to.
+	if unix.Fstat(fd, st) != nil || st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		unix.Close(fd)
+		return -1
+	}
+	return fd
 }
 
 // parent opens the target's parent directory beneath the writable root, without
@@ -385,26 +376,28 @@ func (g *grant) inDir(dir *node) syscall.Errno {
 }
 
 // leaf opens the target itself as O_PATH without following it, for inode
-// mutations. dirFd is -1 when the target is the writable root itself.
-func (g *grant) leaf() (leafFd, dirFd int, base string, st unix.Stat_t, errno syscall.Errno) {
+// mutations, or hands over the descriptor the decision's own walk opened (see
+// judge). dirFd, which the caller closes, is -1 when no parent was opened (that
+// walk's descriptor, or the writable root itself).
+func (g *grant) leaf() (leafFd, dirFd int, st unix.Stat_t, errno syscall.Errno) {
 	if g.leafFd >= 0 {
 		leafFd, g.leafFd = g.leafFd, -1
-		return leafFd, -1, path.Base(g.p.Rel), g.leafSt, 0
+		return leafFd, -1, g.leafSt, 0
 	}
 	if g.p.Rel == "." {
 		fd, err := canon.OpenBeneath(g.rootFd, ".", unix.O_PATH|unix.O_DIRECTORY, 0)
 		if err != nil {
-			return -1, -1, "", st, toErrno(err)
+			return -1, -1, st, toErrno(err)
 		}
 		if err := unix.Fstat(fd, &st); err != nil {
 			unix.Close(fd)
-			return -1, -1, "", st, toErrno(err)
+			return -1, -1, st, toErrno(err)
 		}
-		return fd, -1, "", st, 0
+		return fd, -1, st, 0
 	}
-	dirFd, base, errno = g.parent()
+	dirFd, base, errno := g.parent()
 	if errno != 0 {
-		return -1, -1, "", st, errno
+		return -1, -1, st, errno
 	}
 	fd, err := unix.Openat(dirFd, base, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err == nil {
@@ -415,9 +408,9 @@ func (g *grant) leaf() (leafFd, dirFd int, base string, st unix.Stat_t, errno sy
 	}
 	if err != nil {
 		unix.Close(dirFd)
-		return -1, -1, "", st, toErrno(err)
+		return -1, -1, st, toErrno(err)
 	}
-	return fd, dirFd, base, st, 0
+	return fd, dirFd, st, 0
 }
 
 // touched tells the kernel about a mutation it cannot have seen: one that landed,
