@@ -370,14 +370,14 @@ func Run(c Confined, pol policy.Execution, dir string, env []string, stdio Stdio
 		said = status.report()
 	}
 	for try := 1; try < bwrapTries && bwrapRaced(c, stdio, err, sig, said, tail); try++ {
-		if interrupted() {
-			// Nothing ran, and the caller asked to stop.
-			return facts, &SpawnError{Argv0: c.Argv[0], Err: &InterruptedError{Signal: pending}}
-		}
 		if stdio.Stderr != nil {
 			fmt.Fprintln(stdio.Stderr, "toh-exec: bwrap failed before the command started, because the host's mounts moved while it copied them; starting it again")
 		}
 		time.Sleep(bwrapRetryPause * time.Duration(try)) // out of step with whatever moves them
+		if interrupted() {
+			// Nothing ran, and the caller asked to stop meanwhile.
+			return facts, &SpawnError{Argv0: c.Argv[0], Err: &InterruptedError{Signal: pending}}
+		}
 		tail = &tailBuffer{max: TailBytes}
 		if status, err = newStatusPipe(c.status); err != nil {
 			return facts, &SpawnError{Argv0: c.Argv[0], Err: err}
