@@ -90,12 +90,14 @@ func (b *bwrapProvider) Probe(ctx context.Context) error {
 	// A probe that met the host's mounts moving (bwrapMountRace) would otherwise
 	// leave the chain, and its cached verdict, on a weaker rung until the cache is
 	// invalidated.
-	var err error
-	for try := 0; try < bwrapTries; try++ {
-		if err = runProbe(ctx, argv, "bwrap: "); err == nil || !bwrapMountRace(err.Error()) {
-			break
+	err := runProbe(ctx, argv, "bwrap: ")
+	for try := 1; try < bwrapTries && err != nil && bwrapMountRace(err.Error()); try++ {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("probe timed out: %w", ctx.Err())
+		case <-time.After(bwrapRetryPause * time.Duration(try)):
 		}
-		time.Sleep(bwrapRetryPause * time.Duration(try+1))
+		err = runProbe(ctx, argv, "bwrap: ")
 	}
 	return err
 }

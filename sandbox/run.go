@@ -153,7 +153,9 @@ type Stdio struct {
 	// Exited, when set, is called once the command was reaped (and its leftovers
 	// ended), before its output pipes are drained: toh-exec puts the user's
 	// terminal back there, since output the command stopped (tcflow TCOOFF) would
-	// block the draining of its stderr to that terminal for good.
+	// block the draining of its stderr to that terminal for good. It is called
+	// after every start of the runner, so more than once when Run starts bwrap
+	// again (see bwrapRaced).
 	Exited func()
 }
 
@@ -370,6 +372,10 @@ func Run(c Confined, pol policy.Execution, dir string, env []string, stdio Stdio
 		said = status.report()
 	}
 	for try := 1; try < bwrapTries && bwrapRaced(c, stdio, err, sig, said, tail); try++ {
+		if said.forwarded != nil {
+			// The caller asked to stop while bwrap was failing, and nothing ran.
+			return facts, &SpawnError{Argv0: c.Argv[0], Err: &InterruptedError{Signal: said.forwarded}}
+		}
 		if stdio.Stderr != nil {
 			fmt.Fprintln(stdio.Stderr, "toh-exec: bwrap failed before the command started, because the host's mounts moved while it copied them; starting it again")
 		}
@@ -752,7 +758,9 @@ func spawn(path string, argv []string, dir string, env []string, stdio Stdio, ta
 	}
 	stop := ForwardSignals(sigs, proc)
 	code, sig, err = proc.wait()
-	stop()
+	if last := stop(); status != nil {
+		status.forwarded = last
+	}
 	if stdio.EndLeftovers {
 		// Before the pipes are drained: a leftover holding one ends now, and the
 		// pipe with it, instead of PipeGrace later.
@@ -811,26 +819,30 @@ func (c execChild) wait() (code, sig int, err error) {
 }
 
 // ForwardSignals passes every signal received on sigs to p until stop is called;
-// stop returns once forwarding has ended. Call it right after p was reaped (Wait),
-// so a forwarded signal never reaches a recycled pid: os.Process.Signal, like the
-// Landlock rung's own child (forkedChild), refuses a process it has seen reaped.
-func ForwardSignals(sigs <-chan os.Signal, p interface{ Signal(os.Signal) error }) (stop func()) {
+// stop returns once forwarding has ended, with the last signal it passed on (nil
+// when none). Call it right after p was reaped (Wait), so a forwarded signal never
+// reaches a recycled pid: os.Process.Signal, like the Landlock rung's own child
+// (forkedChild), refuses a process it has seen reaped.
+func ForwardSignals(sigs <-chan os.Signal, p interface{ Signal(os.Signal) error }) (stop func() (last os.Signal)) {
 	done := make(chan struct{})
 	ended := make(chan struct{})
+	var last os.Signal
 	go func() {
 		defer close(ended)
 		for {
 			select {
 			case s := <-sigs:
+				last = s
 				_ = p.Signal(s)
 			case <-done:
 				return
 			}
 		}
 	}()
-	return func() {
+	return func() os.Signal {
 		close(done)
 		<-ended
+		return last
 	}
 }
 

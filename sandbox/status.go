@@ -67,6 +67,9 @@ type statusPipe struct {
 	kind statusKind
 	r    int
 	w    *os.File
+	// forwarded is the last signal passed on to the runner while it ran (see
+	// ForwardSignals), nil when none; report hands it on.
+	forwarded os.Signal
 }
 
 func newStatusPipe(kind statusKind) (*statusPipe, error) {
@@ -113,7 +116,9 @@ func (p *statusPipe) report() runnerStatus {
 		b = append(b, buf[:n]...)
 	}
 	syscall.Close(p.r)
-	return parseStatus(p.kind, b)
+	st := parseStatus(p.kind, b)
+	st.forwarded = p.forwarded
+	return st
 }
 
 // runnerStatus is what a status pipe said.
@@ -122,6 +127,9 @@ type runnerStatus struct {
 	commandStarted bool
 	// failure is the launcher's own failure line ("" when none arrived).
 	failure string
+	// forwarded is the last signal toh-exec passed on to the runner (nil when
+	// none): the caller asked the run to stop.
+	forwarded os.Signal
 }
 
 // parseStatus reads a status pipe's bytes in kind's format.

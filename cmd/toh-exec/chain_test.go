@@ -328,6 +328,10 @@ func TestProbeCacheFIFODoesNotHang(t *testing.T) {
 	}
 }
 
+// bwrapRaceLine is bubblewrap 0.8's line for a mount moved on the host while it
+// set the sandbox up.
+const bwrapRaceLine = `bwrap: Can't bind mount /oldroot/ on /newroot/: Unable to apply mount flags: remount "/newroot/var/tmp/p1/mnt": No such file or directory`
+
 // flakyBwrap writes a bwrap wrapper that fails its first `fails` invocations as
 // bwrap 0.8 does when a mount moves while it copies the host's (line, exit 1,
 // nothing on the status pipe), and execs the real bwrap after that. Each
@@ -355,7 +359,7 @@ func flakyBwrap(t *testing.T, dir, real, line string, fails int) (wrapper, log s
 func TestBwrapStartedAgainWhenMountsMoved(t *testing.T) {
 	real := testutil.RequireBwrap(t)
 	s := newScratch(t)
-	race := `bwrap: Can't bind mount /oldroot/ on /newroot/: Unable to apply mount flags: remount "/newroot/var/tmp/p1/mnt": No such file or directory`
+	race := bwrapRaceLine
 	counter := filepath.Join(s.ws, "command-ran")
 	cmd := "echo x >> " + counter
 	lines := func(p string) int {
@@ -415,4 +419,31 @@ func TestBwrapStartedAgainWhenMountsMoved(t *testing.T) {
 	if r.code != 1 || lines(counter) != 1 || lines(log) != 1 || strings.Contains(r.stderr, "starting it again") {
 		t.Fatalf("command's own line: code %d, command ran %d times, bwrap started %d times (want 1, 1, 1); stderr %q", r.code, lines(counter), lines(log), r.stderr)
 	}
+}
+
+// TestBwrapNotStartedAgainAfterASignal: a signal toh-exec passed on to a bwrap
+// that then failed with the race line ends the run (nothing ran, and the caller
+// asked to stop), as a signal before the start does; bwrap is not started again.
+// The fake ignores the signal, as a bwrap already on its way out would.
+func TestBwrapNotStartedAgainAfterASignal(t *testing.T) {
+	real := testutil.RequireBwrap(t)
+	s := newScratch(t)
+	log := filepath.Join(s.beside, "bwrap-signalled.log")
+	said := filepath.Join(s.beside, "bwrap-signalled.line")
+	if err := os.WriteFile(said, []byte(bwrapRaceLine+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bw := filepath.Join(s.beside, "bwrap-signalled")
+	script := fmt.Sprintf("#!/bin/sh\necho run >> %s\nn=$(wc -l < %s)\nif [ \"$n\" -le 1 ]; then trap '' TERM; kill -TERM $PPID; sleep 0.5; cat %s >&2; exit 1; fi\nexec %s \"$@\"\n",
+		log, log, said, real)
+	if err := os.WriteFile(bw, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	counter := filepath.Join(s.ws, "command-ran")
+	r := toh(t, s.ws, nil, "--policy", s.noPolicy, "--bwrap", bw, "--runner", "bwrap", "--mode", "workspace-write", "-c", "echo x >> "+counter)
+	b, _ := os.ReadFile(log)
+	if starts := strings.Count(string(b), "\n"); starts != 1 || r.code == 0 {
+		t.Fatalf("bwrap started %d times (want 1), code %d (want the signal's); stderr %q", starts, r.code, r.stderr)
+	}
+	absent(t, counter)
 }
