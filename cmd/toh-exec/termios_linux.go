@@ -3,7 +3,6 @@ package main
 import (
 	"os"
 	"os/signal"
-	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -24,7 +23,10 @@ import (
 // toh-exec's own writes to the terminal, the copy of the command's stderr included
 // (found by review: the run then hung until the user typed ^Q), so the caller puts
 // the terminals back as soon as the command has exited (sandbox.Stdio.Exited),
-// before that copy is drained, and again after the run; restore runs once.
+// before that copy is drained, and again after the run. restore may run more than
+// once, each time putting back what differs: Run calls Exited after every start of
+// the runner, and starts bwrap again when its set-up met the host's mounts moving;
+// a restore used up by the failed start would leave the next one's changes.
 func keepTerminals(streams ...any) (restore func()) {
 	type saved struct {
 		fd          int
@@ -49,7 +51,7 @@ func keepTerminals(streams ...any) (restore func()) {
 		excl, _ := unix.IoctlGetInt(fd, unix.TIOCGEXCL)
 		kept = append(kept, saved{fd, tio, ldisc, excl})
 	}
-	return sync.OnceFunc(func() {
+	return func() {
 		ignored := false
 		ignore := func() {
 			if !ignored {
@@ -78,5 +80,5 @@ func keepTerminals(streams ...any) (restore func()) {
 			ignore()
 			_ = unix.IoctlSetTermios(k.fd, unix.TCSETS, k.tio)
 		}
-	})
+	}
 }
