@@ -159,10 +159,10 @@
 //     walk is one openat2 of the whole path with O_PATH|O_NOFOLLOW and the same
 //     resolve flags, and the change is made on that descriptor, so it lands on
 //     exactly the object found at the canonical path; its fstat is what the node
-//     and link-count checks read. A symlink at the end or on the way, or no
-//     openat2, takes the parent route above. Root descriptors are reopened,
-//     beneath "/" and without following symlinks, whenever the policy generation
-//     changes.
+//     and link-count checks read. A symlink at the end or on the way, a missing
+//     target, SOURCE itself, or no openat2 takes the parent route above. Root
+//     descriptors are reopened, beneath "/" and without following symlinks,
+//     whenever the policy generation changes.
 //
 // Writes through an open descriptor (write, fallocate, copy_file_range into it,
 // ftruncate) act on the inode judged at open. When the policy or its protected set

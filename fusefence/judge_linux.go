@@ -62,8 +62,8 @@ type grant struct {
 	// was handed over. release closes one nobody took.
 	dirFd int
 	// leafFd is, for formLeaf, the decision's own O_PATH descriptor of the target
-	// (see resolve), with leafSt its fstat, which leaf hands to the mutation; -1
-	// as dirFd.
+	// (see openCanonicalLeaf), with leafSt its fstat, which leaf hands to the
+	// mutation; -1 as dirFd.
 	leafFd int
 	leafSt unix.Stat_t
 }
