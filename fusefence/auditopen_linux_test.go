@@ -13,10 +13,10 @@ import (
 // The audit log is where another user could otherwise choose what a root daemon
 // writes, or forge its records (found by review): a link at its name, a log of
 // another user's, one with two names or writable by others, a directory above it
-// others can rename in, another user's link on the way, and a FIFO are each refused, with nothing created or
-// written (negative controls); a new log in a private or a sticky directory, or
-// through the daemon's own link, and an existing log of its own, are opened and
-// written (positive controls).
+// others can rename in, another user's link on the way, and a FIFO are each
+// refused, with nothing created or written (negative controls); a new log in a
+// private or a sticky directory, or through the daemon's own link, and an existing
+// log of its own, are opened and written (positive controls).
 func TestAuditLogOthersCannotChooseOrRewrite(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("as root: files of another user")
