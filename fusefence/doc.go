@@ -352,7 +352,17 @@
 // before. A symlink node's xattrs are read from the link itself, opened O_PATH by
 // the same verified walk (until 2026-12-01 by lgetxattr of the host path, which
 // followed a directory swapped for a link on the way and read a root-only file's
-// security.* xattrs for anyone; TestXattrsOfLinkAfterSwap). The daemon lists xattr
+// security.* xattrs for anyone; TestXattrsOfLinkAfterSwap). A file the mount has
+// open (any handle, until its RELEASE) answers an xattr read from that handle's
+// descriptor, with no walk, when the caller has the daemon's rights: the
+// descriptor is the node's inode by construction, so the answer is the inode's
+// own, as fgetxattr(2) gives it, even after the host moved or removed its name
+// (the walk answered ESTALE there; TestXattrOfAnOpenFile). The kernel asks for
+// security.capability before a new file's first write and before each chown, both
+// while the writer has it open: tar's untar sends two per file, and this took the
+// daemon's CPU for an untar down 10% (2026-12-02). Any other caller gets the walk,
+// which checks where the inode lies now (TestXattrOfAnOpenFileNotForADeputy). The
+// list of names (listxattr) still walks. The daemon lists xattr
 // names as root, which sees trusted.* names; a caller other than root gets the
 // list without them, as the host gives it (TestTrustedXattrNamesHiddenFromOthers).
 //

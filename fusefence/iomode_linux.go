@@ -2,6 +2,7 @@ package fusefence
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -63,6 +64,35 @@ type nodeIO struct {
 	cached    int   // open files using the page cache
 	attached  int   // open files tied to backingID (passthrough, or direct while readers were)
 	backingID int32 // the host file the kernel reads from, registered while attached > 0
+	// open holds n's handles from their open until their RELEASE: each holds a
+	// descriptor of exactly n's inode (see openFd).
+	open []*handle
+}
+
+// openFd runs fn on the descriptor of one of n's open handles, and reports false
+// when none is open (or the one found was released meanwhile). Reads of the
+// inode's own metadata use it: the descriptor was checked to be n's inode when
+// it was opened (isNode; a create's node is made from it), so no walk is needed
+// to find that inode again. fn must not block: the handle cannot be released
+// while it runs.
+func (n *node) openFd(fn func(fd int)) bool {
+	io := &n.io
+	io.mu.Lock()
+	var h *handle
+	if k := len(io.open); k > 0 {
+		h = io.open[k-1]
+	}
+	io.mu.Unlock()
+	if h == nil {
+		return false
+	}
+	ran := false
+	h.use(func(fd int) error {
+		fn(fd)
+		ran = true
+		return nil
+	})
+	return ran
 }
 
 // rawFS hands the kernel the backing file the fence chose in Open or Create.
@@ -158,6 +188,7 @@ func (n *node) readHandle(ctx context.Context, fd int) (*handle, uint32) {
 	io := &n.io
 	io.mu.Lock()
 	defer io.mu.Unlock()
+	io.open = append(io.open, h)
 	if key := cancelOf(ctx); key != nil && io.cached == 0 && n.f.backing(io, fd) {
 		h.mode, h.attached = ioPassthrough, true
 		io.attached++
@@ -217,8 +248,10 @@ func (n *node) writeHandle(ctx context.Context, h *handle, flags uint32, created
 		}
 		h.mode = ioCached
 		io.cached++
+		io.open = append(io.open, h)
 		return h, fuse.FOPEN_NOFLUSH, 0
 	}
+	io.open = append(io.open, h)
 	key := cancelOf(ctx)
 	if created && key != nil && io.cached == 0 && io.attached == 0 && n.f.backing(io, h.fd) {
 		h.mode, h.attached = ioWriter, true
@@ -251,6 +284,9 @@ func (h *handle) released() {
 	io := &h.n.io
 	io.mu.Lock()
 	defer io.mu.Unlock()
+	if i := slices.Index(io.open, h); i >= 0 {
+		io.open = slices.Delete(io.open, i, i+1)
+	}
 	switch {
 	case h.attached:
 		io.attached--

@@ -1023,6 +1023,12 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 		}
 		sz, err = getxattrFd(fd, attr, dest)
 		unix.Close(fd)
+	} else if n.f.ownRights(ctx) && n.openFd(func(fd int) { sz, err = unix.Fgetxattr(fd, attr, dest) }) {
+		// An open file of the inode answers without a walk. The kernel asks for
+		// security.capability before a file's first write and before each chown,
+		// while the writer (tar, an editor) still has it open. Only for a caller
+		// with the daemon's rights: for others, where the inode now lies is
+		// checked (reachable), which needs the walk anyway.
 	} else if fd, errno := n.pathNode(ctx, "getxattr"); errno != 0 {
 		return 0, errno
 	} else {
