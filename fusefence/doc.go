@@ -362,7 +362,7 @@
 // while the writer has it open: tar's untar sends two per file, and this took the
 // daemon's CPU for an untar down 10% (2026-12-02). Any other caller gets the walk,
 // which checks where the inode lies now (TestXattrOfAnOpenFileNotForADeputy). The
-// list of names (listxattr) still walks. The daemon lists xattr
+// list of names (listxattr) is read the same way. The daemon lists xattr
 // names as root, which sees trusted.* names; a caller other than root gets the
 // list without them, as the host gives it (TestTrustedXattrNamesHiddenFromOthers).
 //

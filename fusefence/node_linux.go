@@ -1198,6 +1198,13 @@ func (f *fence) reachableAt(ctx context.Context, s *snapshot, op, rel, at string
 var _ = (fs.NodeListxattrer)((*node)(nil))
 
 func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
+	var sz uint32
+	var errno syscall.Errno
+	if !n.isSymlink() && n.f.ownRights(ctx) && n.openFd(func(fd int) {
+		sz, errno = listxattrFor(ctx, func(b []byte) (int, error) { return unix.Flistxattr(fd, b) }, dest)
+	}) {
+		return sz, errno // an open file of the inode answers, as in Getxattr
+	}
 	open := n.pathNode
 	if n.isSymlink() {
 		open = n.pathLink
@@ -1207,33 +1214,41 @@ func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errn
 		return 0, errno
 	}
 	defer unix.Close(fd)
+	p := procFd(fd)
+	return listxattrFor(ctx, func(b []byte) (int, error) { return unix.Listxattr(p, b) }, dest)
+}
+
+// listxattrFor answers a listxattr into dest from list, which lists the names of
+// the object into its argument as listxattr(2) does: all of them for root, and
+// without the trusted ones for any other caller (see withoutTrusted).
+func listxattrFor(ctx context.Context, list func([]byte) (int, error), dest []byte) (uint32, syscall.Errno) {
 	if c, ok := fuse.FromContext(ctx); ok && c.Uid == 0 {
-		sz, err := unix.Listxattr(procFd(fd), dest)
+		sz, err := list(dest)
 		return uint32(max(sz, 0)), toErrno(err)
 	}
-	list, err := listxattrAll(procFd(fd))
+	names, err := listxattrAll(list)
 	if err != nil {
 		return 0, toErrno(err)
 	}
-	list = withoutTrusted(list)
+	names = withoutTrusted(names)
 	if len(dest) == 0 {
-		return uint32(len(list)), 0
+		return uint32(len(names)), 0
 	}
-	if len(list) > len(dest) {
+	if len(names) > len(dest) {
 		return 0, syscall.ERANGE
 	}
-	return uint32(copy(dest, list)), 0
+	return uint32(copy(dest, names)), 0
 }
 
-// listxattrAll reads the whole list of xattr names of path.
-func listxattrAll(path string) ([]byte, error) {
+// listxattrAll returns the whole list list gives (see listxattrFor).
+func listxattrAll(list func([]byte) (int, error)) ([]byte, error) {
 	for {
-		sz, err := unix.Listxattr(path, nil)
+		sz, err := list(nil)
 		if err != nil || sz == 0 {
 			return nil, err
 		}
 		buf := make([]byte, sz)
-		n, err := unix.Listxattr(path, buf)
+		n, err := list(buf)
 		if err == unix.ERANGE {
 			continue // the list grew in between
 		}

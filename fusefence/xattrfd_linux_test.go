@@ -2,12 +2,23 @@ package fusefence
 
 import (
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/toh-sandbox/toh/policy"
 	"golang.org/x/sys/unix"
 )
+
+// namesOf lists the xattr names of what the descriptor fd holds.
+func namesOf(fd int) ([]string, error) {
+	buf := make([]byte, 256)
+	n, err := unix.Flistxattr(fd, buf)
+	if err != nil {
+		return nil, err
+	}
+	return strings.Split(strings.TrimSuffix(string(buf[:n]), "\x00"), "\x00"), nil
+}
 
 // xattrOf reads the xattr name through the descriptor fd.
 func xattrOf(fd int, name string) (string, error) {
@@ -19,12 +30,13 @@ func xattrOf(fd int, name string) (string, error) {
 	return string(buf[:n]), nil
 }
 
-// TestXattrOfAnOpenFile: while a file of the mount is open, its xattrs are read
-// from the open file, so they are the inode's own even after the host renamed the
-// file, put another in its place, or removed it (as fgetxattr(2) on a host file
-// would answer). Before, each read looked the name up again, and an open file
-// whose name had moved answered ESTALE. Where it lies is not checked for a caller
-// with the daemon's rights, who may reach anything; see TestXattrOfAnOpenFileNotForADeputy.
+// TestXattrOfAnOpenFile: while a file of the mount is open, its xattrs and their
+// names are read from the open file, so they are the inode's own even after the
+// host renamed the file, put another in its place, or removed it (as fgetxattr(2)
+// and flistxattr(2) on a host file answer). Before, each read looked the name up
+// again, and an open file whose name had moved answered ESTALE. Where it lies is
+// not checked for a caller with the daemon's rights, who may reach anything; see
+// TestXattrOfAnOpenFileNotForADeputy.
 func TestXattrOfAnOpenFile(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("user xattrs of the test's files are set by their owner; the mount is root's here")
@@ -40,6 +52,9 @@ func TestXattrOfAnOpenFile(t *testing.T) {
 		}
 		if v, err := xattrOf(fd, "user.k"); err != nil || v != "v1" {
 			t.Errorf("flags %#x: xattr of the open file %q, %v; want v1", flags, v, err)
+		}
+		if names, err := namesOf(fd); err != nil || !slices.Contains(names, "user.k") {
+			t.Errorf("flags %#x: xattr names of the open file %q, %v; want user.k among them", flags, names, err)
 		}
 		if _, err := xattrOf(fd, "user.none"); err != unix.ENODATA {
 			t.Errorf("flags %#x: an xattr the file lacks: %v, want ENODATA", flags, err)
@@ -57,6 +72,9 @@ func TestXattrOfAnOpenFile(t *testing.T) {
 		}
 		if v, err := xattrOf(fd, "user.k"); err != nil || v != "v1" {
 			t.Errorf("flags %#x: xattr of the open file after the host replaced its name: %q, %v; want v1", flags, v, err)
+		}
+		if names, err := namesOf(fd); err != nil || !slices.Contains(names, "user.k") {
+			t.Errorf("flags %#x: xattr names of the open file after the host replaced its name: %q, %v; want user.k among them", flags, names, err)
 		}
 		if err := os.Remove(e.s("moved")); err != nil {
 			t.Fatal(err)
