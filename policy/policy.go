@@ -110,10 +110,12 @@
 // cannot remove or move such a checkout either); every git directory's commondir (git reads config and
 // hooks from the directory it names: creating ".git/commondir" in an ordinary
 // repository redirects both, which this project verified with git 2.39), and
-// config.worktree beside a protected config. A missing commondir is PathAbsent: no
-// stand-in may be put there (git dies on an empty commondir), so only backends that
-// can deny a name keep it from being created. A missing config.worktree gets an
-// empty file stand-in, which git reads as no settings.
+// config.worktree beside a protected config. A missing commondir is PathCommondir: an
+// empty stand-in would make git die, so its stand-in holds ".", which git reads as
+// the git directory itself, what no commondir means (before 2026-12-02 it got none,
+// and under bwrap a command could create it: TestCommondirCannotBeCreated). A
+// missing config.worktree gets an empty file stand-in, which git reads as no
+// settings.
 //
 // Not found yet, and so not protected: a submodule whose git directory lies inside
 // its checkout when no .gitmodules lists it (git finds gitlinks in the index, which

@@ -24,12 +24,20 @@ const (
 	// file may stand in for.
 	PathFile PathKind = "file"
 	// PathAbsent: a missing path for which no stand-in of any kind may be put in
-	// place, because its mere existence changes what its reader does (git dies on an
-	// empty commondir, an empty policy file is malformed, and the policy writers must
-	// lock the one lock file they create).
+	// place, because its mere existence changes what its reader does (an empty policy
+	// file is malformed, the policy writers must lock the one lock file they create,
+	// and git reads a file its config includes, or fails on a directory there).
 	// Backends that can deny a name (Seatbelt, the fence) deny creating it; bwrap,
 	// which can only mount over names that exist, cannot (see package sandbox).
 	PathAbsent PathKind = "absent"
+	// PathCommondir: a git directory's missing commondir, for which a regular file
+	// holding "." may stand in ([CommondirStandIn]). git resolves a relative commondir
+	// against the git directory, so "." names the git directory itself, which is
+	// where git looks when there is no commondir: checked with git 2.39, the same
+	// config, hooks, objects, refs and worktrees, only paths of the common directory
+	// printed absolute ("git rev-parse --git-common-dir"). An empty one would make git
+	// die, and a missing one cannot be held by bwrap.
+	PathCommondir PathKind = "commondir"
 	// PathLink: an existing symbolic link met on the way to a protected path (the
 	// entry itself, a directory on its way, a .git symlink, or a link that the text
 	// of a .git file or commondir passes through). Path is the link's own name, not
@@ -40,6 +48,9 @@ const (
 	// it binds (see package sandbox).
 	PathLink PathKind = "link"
 )
+
+// CommondirStandIn is the content of a stand-in of Kind [PathCommondir].
+const CommondirStandIn = ".\n"
 
 // ProtectReason says why a path is protected.
 type ProtectReason string
@@ -65,7 +76,7 @@ type ProtectedPath struct {
 	// Exists reports whether Path existed when [Execution.ProtectedPaths] looked.
 	Exists bool `json:"exists"`
 	// Kind is PathDir, PathFile or PathLink for an existing path; for a missing one,
-	// the kind of stand-in allowed, or PathAbsent.
+	// the kind of stand-in allowed (PathDir, PathFile, PathCommondir), or PathAbsent.
 	Kind   PathKind      `json:"kind"`
 	Reason ProtectReason `json:"reason"`
 	// Entry is the protect entry the path comes from ("" for the policy file, its lock,
@@ -132,7 +143,7 @@ func kindOfMissing(p string) PathKind {
 //     belongs to r (the root's .git directory or what its .git file points to, their
 //     common directory, <common>/worktrees/*, submodule git directories below
 //     modules/, recursively; and r itself when it is a git directory). Then, for
-//     each of those git directories, its commondir (PathAbsent when missing), and
+//     each of those git directories, its commondir (PathCommondir when missing), and
 //     config.worktree when ".git/config" or ".git" is protected (a file stand-in
 //     when missing: git reads an empty one as no settings), and r/.git itself when
 //     it is a pointer file. Then the .git
@@ -167,7 +178,8 @@ func kindOfMissing(p string) PathKind {
 func (x Execution) ProtectedPaths() []ProtectedPath {
 	var out []ProtectedPath
 	seen := map[string]bool{}
-	add := func(pp ProtectedPath, absentIfMissing bool) {
+	// missing is the Kind of pp when it does not exist; "" for kindOfMissing's.
+	add := func(pp ProtectedPath, missing PathKind) {
 		if !path.IsAbs(pp.Path) || seen[pp.Path] {
 			return
 		}
@@ -180,8 +192,8 @@ func (x Execution) ProtectedPaths() []ProtectedPath {
 			pp.Exists, pp.Kind = true, PathDir
 		case err == nil:
 			pp.Exists, pp.Kind = true, PathFile
-		case absentIfMissing:
-			pp.Kind = PathAbsent
+		case missing != "":
+			pp.Kind = missing
 		default:
 			pp.Kind = kindOfMissing(pp.Path)
 		}
@@ -190,8 +202,8 @@ func (x Execution) ProtectedPaths() []ProtectedPath {
 	if x.PolicyFile != "" {
 		// Neither gets a stand-in: an empty policy file would read as malformed, and the
 		// writers must create the one lock file they all lock.
-		add(ProtectedPath{Path: x.PolicyFile, Reason: ProtectPolicy}, true)
-		add(ProtectedPath{Path: x.PolicyFile + ".lock", Reason: ProtectPolicy}, true)
+		add(ProtectedPath{Path: x.PolicyFile, Reason: ProtectPolicy}, PathAbsent)
+		add(ProtectedPath{Path: x.PolicyFile + ".lock", Reason: ProtectPolicy}, PathAbsent)
 	}
 
 	var plain, git []string // git holds the suffixes after ".git": "" or "/hooks"
@@ -209,9 +221,9 @@ func (x Execution) ProtectedPaths() []ProtectedPath {
 			continue
 		}
 		for _, e := range plain {
-			add(ProtectedPath{Path: canon.Canonical(r + "/" + e), Reason: ProtectEntry, Entry: e}, false)
+			add(ProtectedPath{Path: canon.Canonical(r + "/" + e), Reason: ProtectEntry, Entry: e}, "")
 			for _, l := range linksOn(r + "/" + e) {
-				add(ProtectedPath{Path: l, Reason: ProtectEntry, Entry: e}, true)
+				add(ProtectedPath{Path: l, Reason: ProtectEntry, Entry: e}, PathAbsent)
 			}
 		}
 		if len(git) == 0 {
@@ -224,7 +236,7 @@ func (x Execution) ProtectedPaths() []ProtectedPath {
 			// nothing below it can be changed, at the price of commits in the run.
 			for _, d := range dirs {
 				if !slices.ContainsFunc(dirs, func(o string) bool { return o != d && canon.LexicallyWithin(d, o) }) {
-					add(ProtectedPath{Path: d, Reason: ProtectGit, Entry: ".git", GitDir: d}, false)
+					add(ProtectedPath{Path: d, Reason: ProtectGit, Entry: ".git", GitDir: d}, "")
 				}
 			}
 		}
@@ -241,8 +253,8 @@ func (x Execution) ProtectedPaths() []ProtectedPath {
 			// with HEAD, objects/ and refs/ (and its config read, core.worktree and
 			// core.fsmonitor included): HEAD gets a file stand-in, which is no valid
 			// HEAD. objects, refs and config are common names in a project.
-			add(ProtectedPath{Path: r + "/.git", Reason: ProtectGit, Entry: ".git"}, false)
-			add(ProtectedPath{Path: r + "/HEAD", Reason: ProtectGit, Entry: "HEAD"}, false)
+			add(ProtectedPath{Path: r + "/.git", Reason: ProtectGit, Entry: ".git"}, "")
+			add(ProtectedPath{Path: r + "/HEAD", Reason: ProtectGit, Entry: "HEAD"}, "")
 			// And what of the enclosing repository lies in r: its submodules'
 			// checkouts (a rewritten "sub/lib/.git" sends the user's git status in
 			// the repository into a git directory of the command's; found by
@@ -256,10 +268,10 @@ func (x Execution) ProtectedPaths() []ProtectedPath {
 			})
 		}
 		if pointer != "" {
-			add(ProtectedPath{Path: pointer, Reason: ProtectGit}, false)
+			add(ProtectedPath{Path: pointer, Reason: ProtectGit}, "")
 		}
 		for _, l := range links {
-			add(ProtectedPath{Path: l, Reason: ProtectGit}, true)
+			add(ProtectedPath{Path: l, Reason: ProtectGit}, PathAbsent)
 		}
 		for _, sp := range checkouts {
 			// Named, not followed: a .git that is itself a link is protected at its
@@ -272,22 +284,22 @@ func (x Execution) ProtectedPaths() []ProtectedPath {
 			// read-only in later runs.
 			dir := canon.Canonical(path.Dir(sp))
 			if _, err := os.Lstat(dir + "/.git"); err != nil && errors.Is(err, os.ErrNotExist) && isEmptyDir(dir) {
-				add(ProtectedPath{Path: dir, Reason: ProtectGit}, false)
+				add(ProtectedPath{Path: dir, Reason: ProtectGit}, "")
 			} else {
-				add(ProtectedPath{Path: dir + "/.git", Reason: ProtectGit}, false)
+				add(ProtectedPath{Path: dir + "/.git", Reason: ProtectGit}, "")
 			}
 			for _, l := range linksOn(sp) {
-				add(ProtectedPath{Path: l, Reason: ProtectGit}, true)
+				add(ProtectedPath{Path: l, Reason: ProtectGit}, PathAbsent)
 			}
 		}
 		for _, d := range dirs {
 			for _, suffix := range git {
-				add(ProtectedPath{Path: canon.Canonical(d + suffix), Reason: ProtectEntry, Entry: ".git" + suffix, GitDir: d}, false)
+				add(ProtectedPath{Path: canon.Canonical(d + suffix), Reason: ProtectEntry, Entry: ".git" + suffix, GitDir: d}, "")
 				for _, l := range linksOn(d + suffix) {
-					add(ProtectedPath{Path: l, Reason: ProtectEntry, Entry: ".git" + suffix, GitDir: d}, true)
+					add(ProtectedPath{Path: l, Reason: ProtectEntry, Entry: ".git" + suffix, GitDir: d}, PathAbsent)
 				}
 			}
-			add(ProtectedPath{Path: d + "/commondir", Reason: ProtectGit, GitDir: d}, true)
+			add(ProtectedPath{Path: d + "/commondir", Reason: ProtectGit, GitDir: d}, PathCommondir)
 			if gitConfig {
 				// What the protected config includes is configuration too: a
 				// shared "../.gitconfig.shared", or an includeIf's file in .git
@@ -295,13 +307,13 @@ func (x Execution) ProtectedPaths() []ProtectedPath {
 				// there would break git's reading); only backends that deny names
 				// keep it from being made.
 				for _, inc := range configIncludes(d+"/config", homeDir()) {
-					add(ProtectedPath{Path: canon.Canonical(inc), Reason: ProtectGit, Entry: ".git/config", GitDir: d}, true)
+					add(ProtectedPath{Path: canon.Canonical(inc), Reason: ProtectGit, Entry: ".git/config", GitDir: d}, PathAbsent)
 				}
 				// Missing, it gets an empty file stand-in: git reads an empty
 				// config.worktree as no settings (checked with git 2.39), and
 				// without one a command could create it with core.fsmonitor where
 				// extensions.worktreeConfig is on (found by review).
-				add(ProtectedPath{Path: d + "/config.worktree", Reason: ProtectGit, Entry: ".git/config", GitDir: d}, false)
+				add(ProtectedPath{Path: d + "/config.worktree", Reason: ProtectGit, Entry: ".git/config", GitDir: d}, "")
 			}
 		}
 	}

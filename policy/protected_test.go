@@ -94,7 +94,7 @@ func TestProtectedPathsPlainRepository(t *testing.T) {
 		"ws/.envdir dir missing protect",
 		"ws/.git/hooks dir exists protect",
 		"ws/.git/config file exists protect",
-		"ws/.git/commondir absent missing git",
+		"ws/.git/commondir commondir missing git",
 		"ws/.git/config.worktree file missing git",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -171,11 +171,11 @@ func TestProtectedPathsWorktreeAndSubmodules(t *testing.T) {
 		"main/.git/worktrees/wt/config.worktree file missing git",
 		"main/.git/hooks dir exists protect",
 		"main/.git/config file exists protect",
-		"main/.git/commondir absent missing git",
+		"main/.git/commondir commondir missing git",
 		"main/.git/config.worktree file missing git",
 		"main/.git/modules/deps/lib/hooks dir exists protect",
 		"main/.git/modules/deps/lib/config file exists protect",
-		"main/.git/modules/deps/lib/commondir absent missing git",
+		"main/.git/modules/deps/lib/commondir commondir missing git",
 		"main/.git/modules/deps/lib/config.worktree file missing git",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -277,7 +277,7 @@ func TestProtectedPathsFollowPlantedPointer(t *testing.T) {
 		"ws/.git file exists git",
 		"elsewhere/hooks dir missing protect",
 		"elsewhere/config file missing protect",
-		"elsewhere/commondir absent missing git",
+		"elsewhere/commondir commondir missing git",
 		"elsewhere/config.worktree file missing git",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -342,7 +342,7 @@ func TestProtectedPathsSymlinkNames(t *testing.T) {
 		"ws/loop1/x dir missing protect", "ws/loop1 link exists protect", "ws/loop2 link exists protect",
 		"ws/plain dir missing protect",
 		"ws/.git link exists git",
-		"ws/real.git/hooks dir exists protect", "ws/real.git/commondir absent missing git",
+		"ws/real.git/hooks dir exists protect", "ws/real.git/commondir commondir missing git",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("protected paths (-want +got):\n%s", diff)

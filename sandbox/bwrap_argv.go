@@ -107,10 +107,12 @@ import (
 // (standins_linux.go has the mechanism, its locking and what happens when toh-exec
 // is killed). The argv names the stand-ins, so it is only complete together with Run:
 // spawned directly while a protected path is missing, bwrap fails on the missing
-// mount source, which is a runner failure, never an unconfined run. Missing paths of
-// Kind PathAbsent (commondir, the policy file and its lock) get no
-// stand-in, because their mere existence changes what git or the policy writers do;
-// bwrap cannot keep them from being created (the sandbox package doc lists this).
+// mount source, which is a runner failure, never an unconfined run. A missing
+// commondir (policy.PathCommondir) gets a file stand-in holding "." instead, which
+// git reads as no commondir. Missing paths of Kind PathAbsent (the policy file and
+// its lock, files git's config includes) get no stand-in, because their mere
+// existence changes what git or the policy writers do; bwrap cannot keep them from
+// being created (the sandbox package doc lists this).
 //
 // A protected symlink's own name (policy.PathLink: ".git" when it is a symlink,
 // ".git/hooks -> ../githooks", a protect entry that is a link or passes through one)

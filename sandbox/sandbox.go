@@ -48,7 +48,9 @@
 //	protect, missing paths          stand-ins        (all read-only)       NOT governed
 //	protect, below a non-directory  non-dir pinned   (all read-only)       NOT governed
 //	protect, a symlink's own name   run refused      (all read-only)       NOT governed
-//	missing commondir, policy lock  NOT governed     (all read-only)       NOT governed
+//	missing commondir               stand-in "."     (all read-only)       NOT governed
+//	missing policy lock, config     NOT governed     (all read-only)       NOT governed
+//	  includes
 //
 // Seatbelt (macOS, built and golden-tested here, never run): every protected path,
 // existing or missing, gets a deny rule, and the directories on the way to one may be
@@ -106,12 +108,16 @@
 // the directories above it; for a missing one [Run] first creates an empty stand-in
 // that bwrap rebinds the same way, and removes it after the run, so nothing is left
 // in the user's tree (standins_linux.go: mechanism, concurrent runs, what a SIGKILL of
-// toh-exec leaves). Paths whose mere existence matters to git (commondir) or to the
-// policy writers (the policy file and its lock) get no stand-in, so bwrap cannot keep them from being created when missing: a command can
-// create ".git/commondir" in an ordinary repository and so redirect where git reads
-// config and hooks from, for the user's next git command. Seatbelt and the fence deny
-// it. A lock file a command creates can only ever be a lock (the writers refuse one
-// that is not a regular file of its own name). A missing policy file is different:
+// toh-exec leaves). A missing commondir gets a stand-in holding ".", not an empty one:
+// git dies on an empty commondir, and reads "." as the git directory itself, what no
+// commondir means. Until 2026-12-02 it got none, and a command could create
+// ".git/commondir" in an ordinary repository, so that the user's next "git status"
+// read config and hooks (a core.fsmonitor, run at once) from a directory of the
+// command's (TestCommondirCannotBeCreated). Paths whose mere existence matters to the
+// policy writers (the policy file and its lock) or to git (files its config
+// includes) get no stand-in, so bwrap cannot keep them from being created when
+// missing; Seatbelt and the fence deny them. A lock file a command creates can only
+// ever be a lock (the writers refuse one that is not a regular file of its own name). A missing policy file is different:
 // created, it would set the mode of every later call, so a run in which it is
 // missing within a writable root is refused by bwrap (before the command starts) and
 // by Landlock, unless the root is fenced. A rung is also only as strong as the weakest run over the same tree at the same

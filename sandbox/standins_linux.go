@@ -9,13 +9,14 @@ package sandbox
 // being created in a writable directory: bwrap offers no "deny this name", Landlock
 // cannot deny inside an allowed tree, and a seccomp filter cannot tell paths apart.
 // So right before the spawn, [Run] creates an empty directory or empty regular file
-// (the path's policy.PathKind) at each missing protected path, beneath its bound root
+// (the path's policy.PathKind; a commondir's holds ".", see standInBody) at each
+// missing protected path, beneath its bound root
 // with fd-relative calls that follow no symlink (canon.OpenBeneath), marks it with the
 // extended attribute user.toh.stand-in, and bwrap rebinds it read-only like an
 // existing protected path. Inside the sandbox the name is a read-only mountpoint: it
 // cannot be written, removed, renamed or replaced (EROFS, EBUSY), and its parents are
 // pinned (see [BwrapArgv]). After the child exits, whether it succeeded, failed or was
-// killed by a signal, Run removes every stand-in that is still empty, and every
+// killed by a signal, Run removes every stand-in that is still as it was made, and every
 // directory created on the way to one (".github" for ".github/workflows") that is
 // still empty, so the tree is as it was. A directory created on the way that the run
 // filled with files is the run's own content: it stays, and loses its mark.
@@ -188,7 +189,12 @@ func (s *standIns) ensure(g bwrapGuard) error {
 				return fmt.Errorf("protected path %q: %q, which kept it from existing, became a directory", g.path, p)
 			}
 		case errors.Is(err, unix.ENOENT) && creatable:
-			if err := s.create(hd.fd, p, name, !last || g.kind == policy.PathDir, last); err != nil {
+			dir := !last || g.kind == policy.PathDir
+			body := ""
+			if !dir {
+				body = standInBody(name)
+			}
+			if err := s.create(hd.fd, p, name, dir, last, body); err != nil {
 				return err
 			}
 		case errors.Is(err, unix.ENOENT) && g.blocker != "":
@@ -259,10 +265,10 @@ func (s *standIns) lockDir(rootFd int, root, dir string) (*heldDir, error) {
 	return hd, nil
 }
 
-// create makes an empty directory or regular file name in dirFd, marks it and
-// records its identity. An entry that appeared meanwhile (another run's stand-in) is
-// accepted like an existing one.
-func (s *standIns) create(dirFd int, p, name string, dir, last bool) error {
+// create makes an empty directory or a regular file holding body (see
+// standInBody) name in dirFd, marks it and records its identity. An entry that
+// appeared meanwhile (another run's stand-in) is accepted like an existing one.
+func (s *standIns) create(dirFd int, p, name string, dir, last bool, body string) error {
 	var fd int
 	var err error
 	if dir {
@@ -284,6 +290,12 @@ func (s *standIns) create(dirFd int, p, name string, dir, last bool) error {
 		return fmt.Errorf("creating stand-in %q: %w", p, err)
 	}
 	defer unix.Close(fd)
+	if body != "" {
+		if n, err := unix.Write(fd, []byte(body)); err != nil || n != len(body) {
+			unix.Unlinkat(dirFd, name, 0)
+			return fmt.Errorf("writing stand-in %q: %d bytes, %v", p, n, err)
+		}
+	}
 	// Without user xattrs (some file systems) only this run can recognize it.
 	_ = unix.Fsetxattr(fd, standInXattr, []byte("toh-exec"), 0)
 	var st unix.Stat_t
@@ -350,7 +362,7 @@ func (s *standIns) remove(p string) {
 	if !own && !marked {
 		return
 	}
-	if !isEmpty(fd, isDir) {
+	if !isUntouched(fd, isDir, name) {
 		if own && marked && s.holdsOwnContent(fd, p) {
 			// A directory created on the way that the run filled is the run's own now.
 			_ = unix.Fremovexattr(fd, standInXattr)
@@ -361,7 +373,7 @@ func (s *standIns) remove(p string) {
 		// Another run holds it (and the failed conversion dropped our shared lock).
 		return
 	}
-	if !isEmpty(fd, isDir) {
+	if !isUntouched(fd, isDir, name) {
 		return
 	}
 	flag := 0
@@ -393,6 +405,30 @@ func (s *standIns) holdsOwnContent(fd int, p string) bool {
 		}
 	}
 	return false
+}
+
+// isUntouched reports whether the open stand-in name holds what a stand-in is
+// made with (see isEmpty, standInBody).
+func isUntouched(fd int, dir bool, name string) bool {
+	if dir || standInBody(name) == "" {
+		return isEmpty(fd, dir)
+	}
+	body := standInBody(name)
+	buf := make([]byte, len(body)+1)
+	n, err := unix.Pread(fd, buf, 0)
+	return err == nil && string(buf[:n]) == body
+}
+
+// standInBody is what a file stand-in named name holds: "." for a commondir
+// (policy.PathCommondir: git reads it as no commondir), nothing for any other.
+// Creation and removal both go by the name, so a stand-in left by a killed run is
+// recognized by the next. A marked commondir holding anything else is not a
+// stand-in any more and stays.
+func standInBody(name string) string {
+	if name == "commondir" {
+		return policy.CommondirStandIn
+	}
+	return ""
 }
 
 // isEmpty reports whether the open directory has no entries, or the open file no

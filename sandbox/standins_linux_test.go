@@ -92,10 +92,12 @@ func TestStandInsAreCreatedMarkedAndRemoved(t *testing.T) {
 			t.Errorf("stand-in %s: %v, dir=%v marked=%v", p, err, err == nil && fi.IsDir(), isMarked(filepath.Join(s.ws, p)))
 		}
 	}
-	// No stand-in where its existence would matter, nor for a path that exists.
-	if _, err := os.Lstat(filepath.Join(s.ws, ".git/commondir")); err == nil {
-		t.Error("a commondir stand-in was created")
+	// A missing commondir gets one holding ".", which git reads as no commondir (an
+	// empty one would make git die).
+	if b, err := os.ReadFile(filepath.Join(s.ws, ".git/commondir")); err != nil || string(b) != policy.CommondirStandIn || !isMarked(filepath.Join(s.ws, ".git/commondir")) {
+		t.Errorf("commondir stand-in: %q, %v, marked=%v; want %q, marked", b, err, isMarked(filepath.Join(s.ws, ".git/commondir")), policy.CommondirStandIn)
 	}
+	// No stand-in for a path that exists.
 	if isMarked(filepath.Join(s.ws, ".git/config")) {
 		t.Error("an existing protected file was marked")
 	}
@@ -189,6 +191,35 @@ func TestStandInsLeftByAKilledRunAreRemovedByTheNext(t *testing.T) {
 	in.release()
 	if _, err := os.Lstat(hooks); err != nil {
 		t.Errorf("the user's own empty hooks directory was removed: %v", err)
+	}
+}
+
+// A commondir stand-in whose "." was replaced (by a concurrent run under a rung that
+// does not keep protected paths) is no stand-in any more: removal goes by its
+// content, as for an empty file, so it stays; one still holding "." goes.
+func TestCommondirStandInRemovedOnlyAsMade(t *testing.T) {
+	s := newStandInTree(t)
+	cd := filepath.Join(s.ws, ".git", "commondir")
+	for _, c := range []struct {
+		body  string
+		stays bool
+	}{{policy.CommondirStandIn, false}, {"../elsewhere\n", true}} {
+		in, err := s.plan(t).prepare(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(cd, []byte(c.body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		in.release()
+		b, err := os.ReadFile(cd)
+		if c.stays && (err != nil || string(b) != c.body) {
+			t.Errorf("a marked commondir holding %q: %q, %v; want it left as it is", c.body, b, err)
+		}
+		if !c.stays && err == nil {
+			t.Errorf("the commondir stand-in holding %q stayed", b)
+		}
+		os.Remove(cd)
 	}
 }
 

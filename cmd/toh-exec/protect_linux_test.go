@@ -445,6 +445,45 @@ func TestConfigWorktreeCannotBeCreated(t *testing.T) {
 	noStandIns(t, s.ws)
 }
 
+// TestCommondirCannotBeCreated: ".git/commondir" created in an ordinary repository
+// sends git to the directory it names for config and hooks, so a command could
+// have the user's next "git status" run a core.fsmonitor of its own, unconfined.
+// bwrap can only hold names that exist; a missing commondir gets a stand-in holding
+// ".", which git reads as the git directory itself, what no commondir means.
+// Negative controls: creating, replacing, removing or renaming it is refused, and
+// no git command outside the run sees a commondir afterwards (before 2026-12-02 the
+// creation landed: bwrap gave a missing commondir no stand-in). Positive: git works
+// inside the run while the stand-in is there, and nothing is left after it.
+func TestCommondirCannotBeCreated(t *testing.T) {
+	s := newGitScratch(t)
+	s.git(t, s.ws, "init", "-q")
+	s.git(t, s.ws, "commit", "-q", "--allow-empty", "-m", "one")
+	cd := filepath.Join(s.ws, ".git", "commondir")
+	evil := filepath.Join(s.ws, "evil")
+	for _, attack := range []string{
+		`mkdir -p evil/hooks && g init -q --bare evil && printf '[core]\n\tfsmonitor = "touch PWNED"\n' >> evil/config && echo "$PWD/evil" > .git/commondir`,
+		`echo "$PWD/evil" >> .git/commondir`,
+		`rm -f .git/commondir && echo "$PWD/evil" > .git/commondir`,
+		`mv .git/commondir .git/cd2`,
+	} {
+		refused(t, attack, s.confined(t, s.ws, attack))
+		absent(t, cd)
+	}
+	s.git(t, s.ws, "status", "--short")
+	absent(t, filepath.Join(s.ws, "PWNED"))
+	absent(t, filepath.Join(s.ws, ".git", "cd2"))
+	os.RemoveAll(evil)
+	e := s.mustRun(t, s.ws, `cat .git/commondir && g status --short >/dev/null && echo x > f && g add f && g commit -q -m two && g rev-parse --git-common-dir`)
+	if want := ".\n" + filepath.Join(s.ws, ".git") + "\n"; *e.Stdout != want {
+		t.Errorf("inside the run: %q, want the stand-in's \".\" and the git directory as common directory %q", *e.Stdout, want)
+	}
+	if got := s.git(t, s.ws, "log", "--format=%s"); got != "two\none" {
+		t.Errorf("log after the run = %q", got)
+	}
+	absent(t, cd)
+	noStandIns(t, s.ws)
+}
+
 // TestEnclosingRepositorySubmoduleInWorkspace: with the workspace a subdirectory
 // of a repository, a submodule checkout of that repository inside the workspace
 // keeps its .git pointer (found by review: rewritten, the user's git status in the
