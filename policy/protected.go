@@ -25,8 +25,8 @@ const (
 	PathFile PathKind = "file"
 	// PathAbsent: a missing path for which no stand-in of any kind may be put in
 	// place, because its mere existence changes what its reader does (an empty policy
-	// file is malformed, the policy writers must lock the one lock file they create,
-	// and git reads a file its config includes, or fails on a directory there).
+	// file is malformed, and the policy writers must lock the one lock file they
+	// create), or because it is the name of a link that is gone.
 	// Backends that can deny a name (Seatbelt, the fence) deny creating it; bwrap,
 	// which can only mount over names that exist, cannot (see package sandbox).
 	PathAbsent PathKind = "absent"
@@ -82,9 +82,10 @@ type ProtectedPath struct {
 	// Entry is the protect entry the path comes from ("" for the policy file, its lock,
 	// a .git pointer file and commondir).
 	Entry string `json:"entry,omitempty"`
-	// GitDir is the git directory a ".git/..." entry was applied to ("" otherwise).
-	// Nothing above it may be created on the path's behalf: a repository that does
-	// not exist when the run starts is the run's own.
+	// GitDir is the git directory a ".git/..." entry, or a file the git directory's
+	// config includes, was applied to ("" otherwise). Nothing above it may be
+	// created on the behalf of a path inside it: a repository that does not exist
+	// when the run starts is the run's own.
 	GitDir string `json:"gitDir,omitempty"`
 }
 
@@ -303,11 +304,13 @@ func (x Execution) ProtectedPaths() []ProtectedPath {
 			if gitConfig {
 				// What the protected config includes is configuration too: a
 				// shared "../.gitconfig.shared", or an includeIf's file in .git
-				// (found by review). Missing, it gets no stand-in (a directory
-				// there would break git's reading); only backends that deny names
-				// keep it from being made.
+				// (found by review). Missing, it gets an empty file stand-in, never
+				// a directory (which would break git's reading): git reads an empty
+				// included file as no settings, as it does a missing one. Until
+				// 2026-12-02 it got none, and under bwrap a command could create
+				// it with a core.fsmonitor of its own.
 				for _, inc := range configIncludes(d+"/config", homeDir()) {
-					add(ProtectedPath{Path: canon.Canonical(inc), Reason: ProtectGit, Entry: ".git/config", GitDir: d}, PathAbsent)
+					add(ProtectedPath{Path: canon.Canonical(inc), Reason: ProtectGit, Entry: ".git/config", GitDir: d}, PathFile)
 				}
 				// Missing, it gets an empty file stand-in: git reads an empty
 				// config.worktree as no settings (checked with git 2.39), and

@@ -761,8 +761,8 @@ func TestProtectedPathsGitDirWithoutHead(t *testing.T) {
 
 // What a protected config includes is protected too: include.path (a shared file in
 // the worktree, as some teams keep) and includeIf.*.path, whatever the condition,
-// resolved from the config's directory, "~/" from $HOME; a missing one gets no
-// stand-in. Found by review: a command wrote core.fsmonitor into either. A UTF-8
+// resolved from the config's directory, "~/" from $HOME; a missing one gets an
+// empty file stand-in. Found by review: a command wrote core.fsmonitor into either. A UTF-8
 // byte order mark before a config's first section is skipped, as git does.
 func TestProtectedPathsConfigIncludes(t *testing.T) {
 	base, git := gitTree(t)
@@ -781,7 +781,7 @@ func TestProtectedPathsConfigIncludes(t *testing.T) {
 	}
 	got := pathsOf(wwExec(main).ProtectedPaths(), base)
 	mustContain(t, "", got, "main/.gitconfig.shared file exists git",
-		"main/.git/extra.cfg absent missing git")
+		"main/.git/extra.cfg file missing git")
 }
 
 // A workspace that is a subdirectory of a repository ("repo/sub") gets the

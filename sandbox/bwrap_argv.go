@@ -110,9 +110,9 @@ import (
 // mount source, which is a runner failure, never an unconfined run. A missing
 // commondir (policy.PathCommondir) gets a file stand-in holding "." instead, which
 // git reads as no commondir. Missing paths of Kind PathAbsent (the policy file and
-// its lock, files git's config includes) get no stand-in, because their mere
-// existence changes what git or the policy writers do; bwrap cannot keep them from
-// being created (the sandbox package doc lists this).
+// its lock) get no stand-in, because their mere existence changes what the policy
+// writers do; bwrap cannot keep them from being created (the sandbox package doc
+// lists this).
 //
 // A protected symlink's own name (policy.PathLink: ".git" when it is a symlink,
 // ".git/hooks -> ../githooks", a protect entry that is a link or passes through one)
@@ -336,7 +336,7 @@ func bwrapGuards(pps []policy.ProtectedPath, bound []string) []bwrapGuard {
 				if !pp.Exists {
 					continue
 				}
-			} else {
+			} else if canon.LexicallyWithin(pp.Path, pp.GitDir) {
 				g.base = pp.GitDir
 			}
 		}

@@ -49,8 +49,7 @@
 //	protect, below a non-directory  non-dir pinned   (all read-only)       NOT governed
 //	protect, a symlink's own name   run refused      (all read-only)       NOT governed
 //	missing commondir               stand-in "."     (all read-only)       NOT governed
-//	missing policy lock, config     NOT governed     (all read-only)       NOT governed
-//	  includes
+//	missing policy lock             NOT governed     (all read-only)       NOT governed
 //
 // Seatbelt (macOS, built and golden-tested here, never run): every protected path,
 // existing or missing, gets a deny rule, and the directories on the way to one may be
@@ -113,10 +112,11 @@
 // commondir means. Until 2026-12-02 it got none, and a command could create
 // ".git/commondir" in an ordinary repository, so that the user's next "git status"
 // read config and hooks (a core.fsmonitor, run at once) from a directory of the
-// command's (TestCommondirCannotBeCreated). Paths whose mere existence matters to the
-// policy writers (the policy file and its lock) or to git (files its config
-// includes) get no stand-in, so bwrap cannot keep them from being created when
-// missing; Seatbelt and the fence deny them. A lock file a command creates can only
+// command's (TestCommondirCannotBeCreated); a missing file the protected config
+// includes had no stand-in either, and gets an empty one now, which git reads as no
+// settings (TestConfigIncludeCannotBeCreated). Paths whose mere existence matters to
+// the policy writers (the policy file and its lock) get no stand-in, so bwrap cannot
+// keep them from being created when missing; Seatbelt and the fence deny them. A lock file a command creates can only
 // ever be a lock (the writers refuse one that is not a regular file of its own name). A missing policy file is different:
 // created, it would set the mode of every later call, so a run in which it is
 // missing within a writable root is refused by bwrap (before the command starts) and

@@ -132,9 +132,9 @@ sink (/dev/null), read-only, outside-writable-roots, protected (a protect entry,
 file git finds one through), policy-file, probe-cache. Create and rename are also
 refused at a directory above a protected path; a missing protected path counts.
 why answers for the policy; where a backend enforces less or otherwise: Landlock
-enforces no protected path; bwrap cannot keep a missing policy lock file, or a missing
-file git's config includes, from being created (a missing policy file in a writable
-root refuses the run, under Landlock too), and its /tmp is a private tmpfs; the fence
+enforces no protected path; bwrap cannot keep a missing policy lock file from being
+created (a missing policy file in a writable root refuses the run, under Landlock
+too), and its /tmp is a private tmpfs; the fence
 (toh-mount) refuses writes to files with several links, and resolves the protected
 paths when its policy file changes, not at each operation.
 

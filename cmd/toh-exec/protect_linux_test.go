@@ -484,6 +484,40 @@ func TestCommondirCannotBeCreated(t *testing.T) {
 	noStandIns(t, s.ws)
 }
 
+// TestConfigIncludeCannotBeCreated: a file the protected config includes is
+// configuration too. Missing, it got no stand-in under bwrap until 2026-12-02, so a
+// command could create it with a core.fsmonitor that the user's next "git status"
+// ran unconfined. Now it gets an empty one, which git reads as no settings.
+// Negative controls: creating either include (one beside the repository, one in
+// .git) is refused, and git outside the run afterwards runs nothing planted;
+// positive: git works inside the run with the stand-ins there, and nothing is left.
+func TestConfigIncludeCannotBeCreated(t *testing.T) {
+	s := newGitScratch(t)
+	s.git(t, s.ws, "init", "-q", "-b", "main")
+	s.git(t, s.ws, "config", "include.path", "../.gitconfig.shared")
+	s.git(t, s.ws, "config", "includeIf.onbranch:main.path", "extra.cfg")
+	s.git(t, s.ws, "commit", "-q", "--allow-empty", "-m", "one")
+	shared, extra := filepath.Join(s.ws, ".gitconfig.shared"), filepath.Join(s.ws, ".git", "extra.cfg")
+	for _, attack := range []string{
+		`printf '[core]\n\tfsmonitor = "touch PWNED"\n' > .gitconfig.shared`,
+		`printf '[core]\n\tfsmonitor = "touch PWNED"\n' > .git/extra.cfg`,
+		`rm -f .gitconfig.shared; printf '[core]\n\tfsmonitor = "touch PWNED"\n' > .gitconfig.shared`,
+	} {
+		refused(t, attack, s.confined(t, s.ws, attack))
+		absent(t, shared)
+		absent(t, extra)
+	}
+	s.git(t, s.ws, "status", "--short")
+	absent(t, filepath.Join(s.ws, "PWNED"))
+	s.mustRun(t, s.ws, `test -f .gitconfig.shared && test ! -s .gitconfig.shared && test -f .git/extra.cfg && g status --short >/dev/null && echo x > f && g add f && g commit -q -m two`)
+	if got := s.git(t, s.ws, "log", "--format=%s"); got != "two\none" {
+		t.Errorf("log after the run = %q", got)
+	}
+	absent(t, shared)
+	absent(t, extra)
+	noStandIns(t, s.ws)
+}
+
 // TestEnclosingRepositorySubmoduleInWorkspace: with the workspace a subdirectory
 // of a repository, a submodule checkout of that repository inside the workspace
 // keeps its .git pointer (found by review: rewritten, the user's git status in the
