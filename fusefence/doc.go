@@ -357,7 +357,11 @@
 // descriptor, with no walk, when the caller has the daemon's rights: the
 // descriptor is the node's inode by construction, so the answer is the inode's
 // own, as fgetxattr(2) gives it, even after the host moved or removed its name
-// (the walk answered ESTALE there; TestXattrOfAnOpenFile). The kernel asks for
+// (the walk answered ESTALE there; TestXattrOfAnOpenFile). So a read by name, of a
+// name the host gave to another file meanwhile, answers for the node the kernel
+// still has at that name, the old file, until the kernel looks the name up again
+// (the cache timeout), as stat(2) does; it answered for the new file before. The
+// kernel asks for
 // security.capability before a new file's first write and before each chown, both
 // while the writer has it open: tar's untar sends two per file, and this took the
 // daemon's CPU for an untar down 10% (2026-12-02). Any other caller gets the walk,
