@@ -115,13 +115,20 @@ func homeDir() string {
 }
 
 // kindOfMissing is the documented rule for what may stand in for a missing protected
-// path: a file when its last component is a name git keeps as a file (config, HEAD,
+// path: a commondir's stand-in (PathCommondir) for a last component "commondir"; a
+// file when its last component is a name git keeps as a file (config, HEAD,
 // index, ...) or has an extension (a dot after its first character: "key.pem",
 // "toh.json"); a directory otherwise (hooks, .github, .env). A stand-in of the wrong
 // kind still keeps the name from being created; it only surprises readers during the
 // run. Creating the real file or directory once makes its kind the real one.
 func kindOfMissing(p string) PathKind {
 	base := path.Base(p)
+	if base == "commondir" {
+		// A protect entry ".git/commondir" names what is protected anyway; its
+		// stand-in must be one git can read (an empty one, or a directory, makes
+		// git die: found by review).
+		return PathCommondir
+	}
 	if gitFileNames[base] || strings.Contains(base[1:], ".") {
 		return PathFile
 	}

@@ -329,15 +329,17 @@ func bwrapGuards(pps []policy.ProtectedPath, bound []string) []bwrapGuard {
 		if !pp.Exists && pp.Kind == policy.PathAbsent && g.blocker == "" {
 			continue
 		}
-		if pp.GitDir != "" {
-			if !canon.LexicallyWithin(pp.GitDir, root) {
+		// A path inside its git directory may have nothing above that directory
+		// created for it. One outside it (a file the config includes, beside the
+		// repository or in a linked worktree's checkout) is created from the root
+		// like any other.
+		if pp.GitDir != "" && canon.LexicallyWithin(pp.Path, pp.GitDir) {
+			if canon.LexicallyWithin(pp.GitDir, root) {
+				g.base = pp.GitDir
+			} else if !pp.Exists {
 				// The root lies inside the git directory; a missing path there has no
 				// creatable place of its own.
-				if !pp.Exists {
-					continue
-				}
-			} else if canon.LexicallyWithin(pp.Path, pp.GitDir) {
-				g.base = pp.GitDir
+				continue
 			}
 		}
 		seen[pp.Path] = true

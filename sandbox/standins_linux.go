@@ -9,7 +9,7 @@ package sandbox
 // being created in a writable directory: bwrap offers no "deny this name", Landlock
 // cannot deny inside an allowed tree, and a seccomp filter cannot tell paths apart.
 // So right before the spawn, [Run] creates an empty directory or empty regular file
-// (the path's policy.PathKind; a commondir's holds ".", see standInBody) at each
+// (the path's policy.PathKind; a commondir's holds ".", see createWithBody) at each
 // missing protected path, beneath its bound root
 // with fd-relative calls that follow no symlink (canon.OpenBeneath), marks it with the
 // extended attribute user.toh.stand-in, and bwrap rebinds it read-only like an
@@ -72,7 +72,12 @@ package sandbox
 // paths (Landlock, danger-full-access) could, as it could write the protected paths
 // themselves. Other toh-exec runs, the user, and unconfined tools see the stand-ins
 // while a run lasts. The locks are advisory: any process can hold them, and so delay
-// or (after 10 s) refuse runs, and keep stand-ins from being removed.
+// or (after 10 s) refuse runs, and keep stand-ins from being removed. A commondir's
+// stand-in needs a data block: on a full file system it cannot be made, and the run
+// is refused rather than started without it (an empty stand-in needs none). A
+// stand-in in the working tree (a file the config includes beside the repository, a
+// protect entry's) is an ordinary new file to git inside the run: "git add -A"
+// stages it, a commit holds it empty, and after the run it shows as deleted.
 
 import (
 	"errors"
@@ -81,6 +86,7 @@ import (
 	"os"
 	"path"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -191,8 +197,8 @@ func (s *standIns) ensure(g bwrapGuard) error {
 		case errors.Is(err, unix.ENOENT) && creatable:
 			dir := !last || g.kind == policy.PathDir
 			body := ""
-			if !dir {
-				body = standInBody(name)
+			if last && g.kind == policy.PathCommondir {
+				body = policy.CommondirStandIn
 			}
 			if err := s.create(hd.fd, p, name, dir, last, body); err != nil {
 				return err
@@ -265,8 +271,8 @@ func (s *standIns) lockDir(rootFd int, root, dir string) (*heldDir, error) {
 	return hd, nil
 }
 
-// create makes an empty directory or a regular file holding body (see
-// standInBody) name in dirFd, marks it and records its identity. An entry that
+// create makes an empty directory or a regular file holding body (empty but for a
+// commondir, see createWithBody) name in dirFd, marks it and records its identity. An entry that
 // appeared meanwhile (another run's stand-in) is accepted like an existing one.
 func (s *standIns) create(dirFd int, p, name string, dir, last bool, body string) error {
 	var fd int
@@ -276,6 +282,8 @@ func (s *standIns) create(dirFd int, p, name string, dir, last bool, body string
 		if err == nil {
 			fd, err = unix.Openat(dirFd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		}
+	} else if body != "" {
+		fd, err = createWithBody(dirFd, name, body)
 	} else {
 		fd, err = unix.Openat(dirFd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
 	}
@@ -290,12 +298,6 @@ func (s *standIns) create(dirFd int, p, name string, dir, last bool, body string
 		return fmt.Errorf("creating stand-in %q: %w", p, err)
 	}
 	defer unix.Close(fd)
-	if body != "" {
-		if n, err := unix.Write(fd, []byte(body)); err != nil || n != len(body) {
-			unix.Unlinkat(dirFd, name, 0)
-			return fmt.Errorf("writing stand-in %q: %d bytes, %v", p, n, err)
-		}
-	}
 	// Without user xattrs (some file systems) only this run can recognize it.
 	_ = unix.Fsetxattr(fd, standInXattr, []byte("toh-exec"), 0)
 	var st unix.Stat_t
@@ -407,28 +409,67 @@ func (s *standIns) holdsOwnContent(fd int, p string) bool {
 	return false
 }
 
-// isUntouched reports whether the open stand-in name holds what a stand-in is
-// made with (see isEmpty, standInBody).
-func isUntouched(fd int, dir bool, name string) bool {
-	if dir || standInBody(name) == "" {
-		return isEmpty(fd, dir)
+// createWithBody makes name in dirFd a regular file holding body, marked, and
+// returns it open for writing. The file appears whole: it is made unnamed
+// (O_TMPFILE), written and marked, then linked in, so a toh-exec killed meanwhile
+// leaves nothing, where an empty commondir would make git die. Where the file
+// system has no O_TMPFILE, it is created, marked and then written: a kill between
+// leaves a marked empty file, which the next run removes (isUntouched).
+func createWithBody(dirFd int, name, body string) (int, error) {
+	write := func(fd int) error {
+		_ = unix.Fsetxattr(fd, standInXattr, []byte("toh-exec"), 0)
+		n, err := unix.Write(fd, []byte(body))
+		if err == nil && n != len(body) {
+			err = io.ErrShortWrite
+		}
+		return err
 	}
-	body := standInBody(name)
+	fd, err := unix.Openat(dirFd, ".", unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
+	if err == nil {
+		if err := write(fd); err != nil {
+			unix.Close(fd)
+			return -1, fmt.Errorf("writing: %w", err)
+		}
+		err := unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), dirFd, name, unix.AT_SYMLINK_FOLLOW)
+		if err == nil {
+			return fd, nil
+		}
+		unix.Close(fd)
+		if errors.Is(err, unix.EEXIST) {
+			return -1, err
+		}
+		// No /proc: made the other way below.
+	}
+	fd, err = unix.Openat(dirFd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		return -1, err
+	}
+	if err := write(fd); err != nil {
+		unix.Close(fd)
+		unix.Unlinkat(dirFd, name, 0)
+		return -1, fmt.Errorf("writing: %w", err)
+	}
+	return fd, nil
+}
+
+// isUntouched reports whether the open stand-in name holds what a stand-in is
+// made with: nothing, or, for a file named commondir, the "." of a
+// policy.PathCommondir stand-in. The name decides, not the kind, so that the next
+// run recognizes one a killed run left (to that run the path exists, of kind
+// PathFile); an empty one is accepted too, for a run killed between creating and
+// writing it (see create). A marked commondir holding anything else is not a
+// stand-in any more and stays.
+func isUntouched(fd int, dir bool, name string) bool {
+	if isEmpty(fd, dir) {
+		return true
+	}
+	if dir || name != "commondir" {
+		return false
+	}
+	body := policy.CommondirStandIn
 	buf := make([]byte, len(body)+1)
 	n, err := unix.Pread(fd, buf, 0)
 	return err == nil && string(buf[:n]) == body
-}
-
-// standInBody is what a file stand-in named name holds: "." for a commondir
-// (policy.PathCommondir: git reads it as no commondir), nothing for any other.
-// Creation and removal both go by the name, so a stand-in left by a killed run is
-// recognized by the next. A marked commondir holding anything else is not a
-// stand-in any more and stays.
-func standInBody(name string) string {
-	if name == "commondir" {
-		return policy.CommondirStandIn
-	}
-	return ""
 }
 
 // isEmpty reports whether the open directory has no entries, or the open file no

@@ -196,14 +196,15 @@ func TestStandInsLeftByAKilledRunAreRemovedByTheNext(t *testing.T) {
 
 // A commondir stand-in whose "." was replaced (by a concurrent run under a rung that
 // does not keep protected paths) is no stand-in any more: removal goes by its
-// content, as for an empty file, so it stays; one still holding "." goes.
+// content, as for an empty file, so it stays; one still holding "." goes, and so
+// does an empty one (a run killed while making it where there is no O_TMPFILE).
 func TestCommondirStandInRemovedOnlyAsMade(t *testing.T) {
 	s := newStandInTree(t)
 	cd := filepath.Join(s.ws, ".git", "commondir")
 	for _, c := range []struct {
 		body  string
 		stays bool
-	}{{policy.CommondirStandIn, false}, {"../elsewhere\n", true}} {
+	}{{policy.CommondirStandIn, false}, {"", false}, {"../elsewhere\n", true}} {
 		in, err := s.plan(t).prepare(nil)
 		if err != nil {
 			t.Fatal(err)

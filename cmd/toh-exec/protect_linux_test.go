@@ -482,6 +482,16 @@ func TestCommondirCannotBeCreated(t *testing.T) {
 	}
 	absent(t, cd)
 	noStandIns(t, s.ws)
+
+	// A protect entry naming it gets the same stand-in (review: it got a
+	// directory, and every git command in the run failed).
+	named := s.withPolicy(t, `{"version": 1, "protect": [".git/hooks", ".git/config", ".git/commondir"]}`)
+	e = named.mustRun(t, s.ws, `cat .git/commondir && echo y > f && g add f && g commit -q -m three`)
+	if *e.Stdout != ".\n" {
+		t.Errorf("a protect entry .git/commondir: the stand-in holds %q, want \".\"", *e.Stdout)
+	}
+	absent(t, cd)
+	noStandIns(t, s.ws)
 }
 
 // TestConfigIncludeCannotBeCreated: a file the protected config includes is
@@ -496,6 +506,9 @@ func TestConfigIncludeCannotBeCreated(t *testing.T) {
 	s.git(t, s.ws, "init", "-q", "-b", "main")
 	s.git(t, s.ws, "config", "include.path", "../.gitconfig.shared")
 	s.git(t, s.ws, "config", "includeIf.onbranch:main.path", "extra.cfg")
+	// An include that happens to be named commondir gets an empty stand-in like
+	// any other, not a commondir's "." (which git would fail to read as config).
+	s.git(t, s.ws, "config", "--add", "include.path", "conf/commondir")
 	s.git(t, s.ws, "commit", "-q", "--allow-empty", "-m", "one")
 	shared, extra := filepath.Join(s.ws, ".gitconfig.shared"), filepath.Join(s.ws, ".git", "extra.cfg")
 	for _, attack := range []string{
@@ -509,13 +522,29 @@ func TestConfigIncludeCannotBeCreated(t *testing.T) {
 	}
 	s.git(t, s.ws, "status", "--short")
 	absent(t, filepath.Join(s.ws, "PWNED"))
-	s.mustRun(t, s.ws, `test -f .gitconfig.shared && test ! -s .gitconfig.shared && test -f .git/extra.cfg && g status --short >/dev/null && echo x > f && g add f && g commit -q -m two`)
+	s.mustRun(t, s.ws, `test -f .gitconfig.shared && test ! -s .gitconfig.shared && test -f .git/extra.cfg && test -f .git/conf/commondir && test ! -s .git/conf/commondir && g status --short >/dev/null && echo x > f && g add f && g commit -q -m two`)
 	if got := s.git(t, s.ws, "log", "--format=%s"); got != "two\none" {
 		t.Errorf("log after the run = %q", got)
 	}
 	absent(t, shared)
 	absent(t, extra)
+	absent(t, filepath.Join(s.ws, ".git", "conf"))
 	noStandIns(t, s.ws)
+
+	// A linked worktree as the workspace: its git directory and the common one lie
+	// outside the root, and an include inside the worktree's checkout is created
+	// from the root (review: such an include got no stand-in).
+	s.mustRun(t, s.ws, "g worktree add -q -b feat .wt/feat")
+	wt := filepath.Join(s.ws, ".wt", "feat")
+	local := filepath.Join(wt, "local.cfg")
+	s.git(t, s.ws, "config", "--add", "include.path", local)
+	refused(t, "creating the worktree's include", s.confined(t, wt, `printf '[core]\n\tfsmonitor = "touch PWNED"\n' > local.cfg`))
+	absent(t, local)
+	s.git(t, wt, "status", "--short")
+	absent(t, filepath.Join(wt, "PWNED"))
+	s.mustRun(t, wt, `test -f local.cfg && echo w > w && g add w && g commit -q -m in-worktree`)
+	absent(t, local)
+	noStandIns(t, wt)
 }
 
 // TestEnclosingRepositorySubmoduleInWorkspace: with the workspace a subdirectory
