@@ -425,6 +425,37 @@ func configIncludes(file, home string) []string {
 	return out
 }
 
+// maxIncludeDepth is how deep includes are followed, as git's MAX_INCLUDE_DEPTH;
+// maxIncludes bounds how many included files are listed in all.
+const (
+	maxIncludeDepth = 10
+	maxIncludes     = 256
+)
+
+// configIncludesDeep returns the files the configuration file includes, directly
+// and through included files that exist, each once, in the order met: an
+// included file's own includes are resolved against its directory, as git does.
+func configIncludesDeep(file, home string) []string {
+	var out []string
+	seen := map[string]bool{}
+	level := []string{file}
+	for depth := 0; depth < maxIncludeDepth && len(level) > 0; depth++ {
+		var next []string
+		for _, f := range level {
+			for _, inc := range configIncludes(f, home) {
+				if seen[inc] || len(out) >= maxIncludes {
+					continue
+				}
+				seen[inc] = true
+				out = append(out, inc)
+				next = append(next, inc)
+			}
+		}
+		level = next
+	}
+	return out
+}
+
 // configValue returns the last value of section.key (no subsection) in the git
 // configuration file, read as git's config parser reads it: section and key names
 // case-insensitive, a key on the header's line, values with double quotes,

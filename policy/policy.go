@@ -110,7 +110,9 @@
 // cannot remove or move such a checkout either); every git directory's commondir (git reads config and
 // hooks from the directory it names: creating ".git/commondir" in an ordinary
 // repository redirects both, which this project verified with git 2.39), and
-// config.worktree beside a protected config. A missing commondir is PathCommondir: an
+// config.worktree beside a protected config, and the files a protected config
+// includes, those files' own includes, and the links on the way to each (found by
+// review, 2026-12-02). A missing commondir is PathCommondir: an
 // empty stand-in would make git die, so its stand-in holds ".", which git reads as
 // the git directory itself, what no commondir means (before 2026-12-02 it got none,
 // and under bwrap a command could create it: TestCommondirCannotBeCreated). A

@@ -316,8 +316,15 @@ func (x Execution) ProtectedPaths() []ProtectedPath {
 				// included file as no settings, as it does a missing one. Until
 				// 2026-12-02 it got none, and under bwrap a command could create
 				// it with a core.fsmonitor of its own.
-				for _, inc := range configIncludes(d+"/config", homeDir()) {
+				// Includes of included files count too, and so do the links on
+				// the way to each, as for protect entries: a command that
+				// retargeted one would have git read a file of its own (both found
+				// by review).
+				for _, inc := range configIncludesDeep(d+"/config", homeDir()) {
 					add(ProtectedPath{Path: canon.Canonical(inc), Reason: ProtectGit, Entry: ".git/config", GitDir: d}, PathFile)
+					for _, l := range linksOn(inc) {
+						add(ProtectedPath{Path: l, Reason: ProtectGit, Entry: ".git/config", GitDir: d}, PathAbsent)
+					}
 				}
 				// Missing, it gets an empty file stand-in: git reads an empty
 				// config.worktree as no settings (checked with git 2.39), and

@@ -762,26 +762,33 @@ func TestProtectedPathsGitDirWithoutHead(t *testing.T) {
 // What a protected config includes is protected too: include.path (a shared file in
 // the worktree, as some teams keep) and includeIf.*.path, whatever the condition,
 // resolved from the config's directory, "~/" from $HOME; a missing one gets an
-// empty file stand-in. Found by review: a command wrote core.fsmonitor into either. A UTF-8
+// empty file stand-in. Included files' own includes count (resolved from their
+// directory), and so does a link on the way to one, at its own name. Found by review: a command wrote core.fsmonitor into either. A UTF-8
 // byte order mark before a config's first section is skipped, as git does.
 func TestProtectedPathsConfigIncludes(t *testing.T) {
 	base, git := gitTree(t)
 	main := filepath.Join(base, "main")
 	mustMkdir(t, main)
 	git(main, "init", "-q")
-	mustWrite(t, filepath.Join(main, ".gitconfig.shared"), "[core]\n")
+	mustWrite(t, filepath.Join(main, ".gitconfig.shared"), "[include]\n\tpath = .gitconfig.local\n")
+	mustWrite(t, filepath.Join(main, "conf", "real.cfg"), "[core]\n")
+	if err := os.Symlink("conf/real.cfg", filepath.Join(main, ".gitconfig.link")); err != nil {
+		t.Fatal(err)
+	}
 	cfg := filepath.Join(main, ".git", "config")
 	b, err := os.ReadFile(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustWrite(t, cfg, "\xef\xbb\xbf"+string(b)+"[include]\n\tpath = ../.gitconfig.shared\n[includeIf \"onbranch:main\"]\n\tpath = extra.cfg\n")
+	mustWrite(t, cfg, "\xef\xbb\xbf"+string(b)+"[include]\n\tpath = ../.gitconfig.shared\n\tpath = ../.gitconfig.link\n[includeIf \"onbranch:main\"]\n\tpath = extra.cfg\n")
 	if out, err := exec.Command("git", "-C", main, "status", "--short").CombinedOutput(); err != nil {
 		t.Fatalf("premise: git cannot read the config: %v\n%s", err, out)
 	}
 	got := pathsOf(wwExec(main).ProtectedPaths(), base)
-	mustContain(t, "", got, "main/.gitconfig.shared file exists git",
-		"main/.git/extra.cfg file missing git")
+	// .gitconfig.local is included by an included file; .gitconfig.link is a link
+	// on the way to conf/real.cfg.
+	mustContain(t, "", got, "main/.gitconfig.shared file exists git", "main/.gitconfig.local file missing git",
+		"main/.gitconfig.link link exists git", "main/conf/real.cfg file exists git", "main/.git/extra.cfg file missing git")
 }
 
 // A workspace that is a subdirectory of a repository ("repo/sub") gets the

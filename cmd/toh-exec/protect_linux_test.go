@@ -547,6 +547,49 @@ func TestConfigIncludeCannotBeCreated(t *testing.T) {
 	noStandIns(t, wt)
 }
 
+// TestNestedAndLinkedConfigIncludes: a file an included file includes is
+// configuration too, and a link on the way to an include would let a command
+// point git at a file of its own (both found by review, older than the include
+// stand-ins). Negative controls: creating the nested include is refused, and a
+// workspace with a link on the way is refused before anything runs, naming it;
+// positive: git works in the run with the nested stand-in, nothing is left.
+func TestNestedAndLinkedConfigIncludes(t *testing.T) {
+	s := newGitScratch(t)
+	s.git(t, s.ws, "init", "-q")
+	if err := os.WriteFile(filepath.Join(s.ws, ".gitconfig.shared"), []byte("[include]\n\tpath = .gitconfig.local\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.git(t, s.ws, "config", "include.path", "../.gitconfig.shared")
+	s.git(t, s.ws, "commit", "-q", "--allow-empty", "-m", "one")
+	local := filepath.Join(s.ws, ".gitconfig.local")
+	refused(t, "creating the nested include", s.confined(t, s.ws, `printf '[core]\n\tfsmonitor = "touch PWNED"\n' > .gitconfig.local`))
+	absent(t, local)
+	s.git(t, s.ws, "status", "--short")
+	absent(t, filepath.Join(s.ws, "PWNED"))
+	s.mustRun(t, s.ws, `test -f .gitconfig.local && test ! -s .gitconfig.local && g status --short >/dev/null`)
+	absent(t, local)
+	noStandIns(t, s.ws)
+
+	if err := os.MkdirAll(filepath.Join(s.ws, "conf"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(s.ws, "conf", "real.cfg"), []byte("[core]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(s.ws, ".gitconfig.link")
+	if err := os.Symlink("conf/real.cfg", link); err != nil {
+		t.Fatal(err)
+	}
+	s.git(t, s.ws, "config", "--add", "include.path", "../.gitconfig.link")
+	e, r := s.start(t, s.ws, `rm .gitconfig.link && printf '[core]\n\tfsmonitor = "touch PWNED"\n' > .gitconfig.link`)
+	refusedLink(t, "a link on the way to an include", link, e, r)
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the link was changed: %v, %v", fi, err)
+	}
+	s.git(t, s.ws, "status", "--short")
+	absent(t, filepath.Join(s.ws, "PWNED"))
+}
+
 // TestEnclosingRepositorySubmoduleInWorkspace: with the workspace a subdirectory
 // of a repository, a submodule checkout of that repository inside the workspace
 // keeps its .git pointer (found by review: rewritten, the user's git status in the
