@@ -399,9 +399,11 @@ func submodulePaths(w string) []string {
 // include.path and includeIf.<condition>.path, spelled as git resolves them: "~/"
 // from home, a relative path from the file's directory. Conditions are not
 // evaluated (any may hold later), and the included files' own includes are not
-// followed.
-func configIncludes(file, home string) []string {
-	b, ok := readSmallMax(file, maxConfigBytes)
+// followed (configIncludesDeep does). The file is read at read, which is file
+// itself or, for an included file, what it leads to: git follows a link there,
+// and resolves relative paths from the link's own directory.
+func configIncludes(read, file, home string) []string {
+	b, ok := readSmallMax(read, maxConfigBytes)
 	if !ok {
 		return nil
 	}
@@ -434,7 +436,11 @@ const (
 
 // configIncludesDeep returns the files the configuration file includes, directly
 // and through included files that exist, each once, in the order met: an
-// included file's own includes are resolved against its directory, as git does.
+// included file's own includes are resolved against its directory, as git does,
+// and an included file that is a symlink is read where it leads (found by review:
+// a dotfile manager's ~/.gitconfig.shared -> dots/shared.cfg hid what that file
+// includes). Not followed: an included file over maxConfigBytes, and anything
+// past maxIncludes files.
 func configIncludesDeep(file, home string) []string {
 	var out []string
 	seen := map[string]bool{}
@@ -442,7 +448,11 @@ func configIncludesDeep(file, home string) []string {
 	for depth := 0; depth < maxIncludeDepth && len(level) > 0; depth++ {
 		var next []string
 		for _, f := range level {
-			for _, inc := range configIncludes(f, home) {
+			read := f
+			if depth > 0 {
+				read = canon.Canonical(f)
+			}
+			for _, inc := range configIncludes(read, f, home) {
 				if seen[inc] || len(out) >= maxIncludes {
 					continue
 				}

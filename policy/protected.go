@@ -214,6 +214,17 @@ func (x Execution) ProtectedPaths() []ProtectedPath {
 		add(ProtectedPath{Path: x.PolicyFile + ".lock", Reason: ProtectPolicy}, PathAbsent)
 	}
 
+	// addIncludes protects the files the git directory d's config includes (see
+	// the loop over dirs below).
+	addIncludes := func(d string) {
+		for _, inc := range configIncludesDeep(d+"/config", homeDir()) {
+			add(ProtectedPath{Path: canon.Canonical(inc), Reason: ProtectGit, Entry: ".git/config", GitDir: d}, PathFile)
+			for _, l := range linksOn(inc) {
+				add(ProtectedPath{Path: l, Reason: ProtectGit, Entry: ".git/config", GitDir: d}, PathAbsent)
+			}
+		}
+	}
+
 	var plain, git []string // git holds the suffixes after ".git": "" or "/hooks"
 	gitConfig := false
 	for _, e := range x.Protect {
@@ -269,6 +280,15 @@ func (x Execution) ProtectedPaths() []ProtectedPath {
 			// review), their git directories where they are inside, and the links
 			// on the way. The rest of its structure is outside r, read-only anyway.
 			ed, _, el, ec, _ := gitDirsOf(top)
+			if gitConfig {
+				// Its configuration lies outside r, read-only, but what it
+				// includes may lie in r (found by review).
+				for _, d := range ed {
+					if !canon.LexicallyWithin(d, r) {
+						addIncludes(d)
+					}
+				}
+			}
 			dirs = slices.DeleteFunc(ed, func(d string) bool { return !canon.LexicallyWithin(d, r) })
 			links = slices.DeleteFunc(el, func(l string) bool { return !canon.LexicallyWithin(l, r) })
 			checkouts = slices.DeleteFunc(ec, func(sp string) bool {
@@ -320,12 +340,7 @@ func (x Execution) ProtectedPaths() []ProtectedPath {
 				// the way to each, as for protect entries: a command that
 				// retargeted one would have git read a file of its own (both found
 				// by review).
-				for _, inc := range configIncludesDeep(d+"/config", homeDir()) {
-					add(ProtectedPath{Path: canon.Canonical(inc), Reason: ProtectGit, Entry: ".git/config", GitDir: d}, PathFile)
-					for _, l := range linksOn(inc) {
-						add(ProtectedPath{Path: l, Reason: ProtectGit, Entry: ".git/config", GitDir: d}, PathAbsent)
-					}
-				}
+				addIncludes(d)
 				// Missing, it gets an empty file stand-in: git reads an empty
 				// config.worktree as no settings (checked with git 2.39), and
 				// without one a command could create it with core.fsmonitor where

@@ -771,7 +771,9 @@ func TestProtectedPathsConfigIncludes(t *testing.T) {
 	mustMkdir(t, main)
 	git(main, "init", "-q")
 	mustWrite(t, filepath.Join(main, ".gitconfig.shared"), "[include]\n\tpath = .gitconfig.local\n")
-	mustWrite(t, filepath.Join(main, "conf", "real.cfg"), "[core]\n")
+	// What the link leads to is read, and its relative include resolved from the
+	// link's own directory, as git does (checked with git 2.39).
+	mustWrite(t, filepath.Join(main, "conf", "real.cfg"), "[include]\n\tpath = nested.cfg\n")
 	if err := os.Symlink("conf/real.cfg", filepath.Join(main, ".gitconfig.link")); err != nil {
 		t.Fatal(err)
 	}
@@ -788,7 +790,8 @@ func TestProtectedPathsConfigIncludes(t *testing.T) {
 	// .gitconfig.local is included by an included file; .gitconfig.link is a link
 	// on the way to conf/real.cfg.
 	mustContain(t, "", got, "main/.gitconfig.shared file exists git", "main/.gitconfig.local file missing git",
-		"main/.gitconfig.link link exists git", "main/conf/real.cfg file exists git", "main/.git/extra.cfg file missing git")
+		"main/.gitconfig.link link exists git", "main/conf/real.cfg file exists git", "main/nested.cfg file missing git",
+		"main/.git/extra.cfg file missing git")
 }
 
 // A workspace that is a subdirectory of a repository ("repo/sub") gets the
@@ -809,6 +812,20 @@ func TestProtectedPathsEnclosingRepositorySubmodules(t *testing.T) {
 			t.Errorf("%q lies outside the workspace", p)
 		}
 	}
+}
+
+// A workspace inside a repository ("repo/sub") gets the files the enclosing
+// repository's config includes protected where they lie in it (found by review:
+// a command created sub/.gitconfig.local with a core.fsmonitor the user's next
+// git status in the repository ran).
+func TestProtectedPathsEnclosingRepositoryIncludes(t *testing.T) {
+	base, git := gitTree(t)
+	repo := filepath.Join(base, "repo")
+	committedRepos(t, git, repo)
+	mustMkdir(t, filepath.Join(repo, "sub"))
+	git(repo, "config", "include.path", "../sub/.gitconfig.local")
+	got := pathsOf(wwExec(filepath.Join(repo, "sub")).ProtectedPaths(), base)
+	mustContain(t, "", got, "repo/sub/.gitconfig.local file missing git")
 }
 
 // A checkout with content but no .git gets a .git stand-in, never the whole

@@ -150,7 +150,8 @@ type protectedLinkError struct{ link, root string }
 func (e *protectedLinkError) Error() string {
 	return fmt.Sprintf("protected path %q is a symbolic link in the writable root %q: bwrap cannot keep a link's own name "+
 		"from being replaced, so a command could point it elsewhere; replace the link by what it names (for .git a "+
-		"\"gitdir: <path>\" file), remove the entry from protect, or serve the root through the fence (\"fence\": true)",
+		"\"gitdir: <path>\" file), remove the entry from protect (for a link on the way to a file .git/config includes, "+
+		"the include), or serve the root through the fence (\"fence\": true)",
 		e.link, e.root)
 }
 
