@@ -69,13 +69,17 @@ type nodeIO struct {
 	open []*handle
 }
 
-// openFd runs fn on the descriptor of one of n's open handles, and reports false
-// when none is open (or the one found was released meanwhile). Reads of the
-// inode's own metadata use it: the descriptor was checked to be n's inode when
-// it was opened (isNode; a create's node is made from it), so no walk is needed
-// to find that inode again. fn must not block: the handle cannot be released
-// while it runs.
-func (n *node) openFd(fn func(fd int)) bool {
+// openFd runs fn on the descriptor of one of n's open handles, for a caller of ctx
+// with the daemon's rights, and reports false when it did not: another caller,
+// none open, or the one found released meanwhile. Reads of the inode's own
+// metadata use it: the descriptor was checked to be n's inode when it was opened
+// (isNode; a create's node is made from it), so no walk is needed to find that
+// inode again. Any other caller needs the walk, which checks where the inode lies
+// now (reachable). fn must not block: the handle cannot be released while it runs.
+func (n *node) openFd(ctx context.Context, fn func(fd int)) bool {
+	if !n.f.ownRights(ctx) {
+		return false
+	}
 	io := &n.io
 	io.mu.Lock()
 	var h *handle

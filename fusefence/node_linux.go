@@ -1023,12 +1023,10 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 		}
 		sz, err = getxattrFd(fd, attr, dest)
 		unix.Close(fd)
-	} else if n.f.ownRights(ctx) && n.openFd(func(fd int) { sz, err = unix.Fgetxattr(fd, attr, dest) }) {
+	} else if n.openFd(ctx, func(fd int) { sz, err = unix.Fgetxattr(fd, attr, dest) }) {
 		// An open file of the inode answers without a walk. The kernel asks for
 		// security.capability before a file's first write and before each chown,
-		// while the writer (tar, an editor) still has it open. Only for a caller
-		// with the daemon's rights: for others, where the inode now lies is
-		// checked (reachable), which needs the walk anyway.
+		// while the writer (tar, an editor) still has it open.
 	} else if fd, errno := n.pathNode(ctx, "getxattr"); errno != 0 {
 		return 0, errno
 	} else {
@@ -1200,7 +1198,7 @@ var _ = (fs.NodeListxattrer)((*node)(nil))
 func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
 	var sz uint32
 	var errno syscall.Errno
-	if !n.isSymlink() && n.f.ownRights(ctx) && n.openFd(func(fd int) {
+	if !n.isSymlink() && n.openFd(ctx, func(fd int) {
 		sz, errno = listxattrFor(ctx, func(b []byte) (int, error) { return unix.Flistxattr(fd, b) }, dest)
 	}) {
 		return sz, errno // an open file of the inode answers, as in Getxattr
