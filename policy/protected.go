@@ -214,8 +214,15 @@ func (x Execution) ProtectedPaths() []ProtectedPath {
 		add(ProtectedPath{Path: x.PolicyFile + ".lock", Reason: ProtectPolicy}, PathAbsent)
 	}
 
-	// addIncludes protects the files the git directory d's config includes (see
-	// the loop over dirs below).
+	// addIncludes protects the files the git directory d's config includes, for
+	// what they hold is configuration too: a shared "../.gitconfig.shared", or an
+	// includeIf's file in .git (found by review). Includes of included files count
+	// too, and so do the links on the way to each, as for protect entries: a
+	// command that retargeted one would have git read a file of its own. Missing,
+	// an included file gets an empty file stand-in, never a directory (which would
+	// break git's reading): git reads an empty included file as no settings, as it
+	// does a missing one. Until 2026-12-02 none of this held under bwrap, and a
+	// command could create such a file with a core.fsmonitor of its own.
 	addIncludes := func(d string) {
 		for _, inc := range configIncludesDeep(d+"/config", homeDir()) {
 			add(ProtectedPath{Path: canon.Canonical(inc), Reason: ProtectGit, Entry: ".git/config", GitDir: d}, PathFile)
@@ -329,17 +336,6 @@ func (x Execution) ProtectedPaths() []ProtectedPath {
 			}
 			add(ProtectedPath{Path: d + "/commondir", Reason: ProtectGit, GitDir: d}, PathCommondir)
 			if gitConfig {
-				// What the protected config includes is configuration too: a
-				// shared "../.gitconfig.shared", or an includeIf's file in .git
-				// (found by review). Missing, it gets an empty file stand-in, never
-				// a directory (which would break git's reading): git reads an empty
-				// included file as no settings, as it does a missing one. Until
-				// 2026-12-02 it got none, and under bwrap a command could create
-				// it with a core.fsmonitor of its own.
-				// Includes of included files count too, and so do the links on
-				// the way to each, as for protect entries: a command that
-				// retargeted one would have git read a file of its own (both found
-				// by review).
 				addIncludes(d)
 				// Missing, it gets an empty file stand-in: git reads an empty
 				// config.worktree as no settings (checked with git 2.39), and

@@ -299,8 +299,10 @@ func (s *standIns) create(dirFd int, p, name string, dir, last bool, body string
 		return fmt.Errorf("creating stand-in %q: %w", p, err)
 	}
 	defer unix.Close(fd)
-	// Without user xattrs (some file systems) only this run can recognize it.
-	_ = unix.Fsetxattr(fd, standInXattr, []byte("toh-exec"), 0)
+	if body == "" { // createWithBody marked it already
+		// Without user xattrs (some file systems) only this run can recognize it.
+		_ = unix.Fsetxattr(fd, standInXattr, []byte("toh-exec"), 0)
+	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return fmt.Errorf("creating stand-in %q: %w", p, err)
