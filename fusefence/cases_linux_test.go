@@ -54,9 +54,13 @@ type verdict struct {
 	link    string // what F leads to, as the source of link(2)
 	content string // what F leads to: open for writing, truncate, setattr, xattrs, descriptor writes
 	create  string // open(F, O_CREAT): F's content, or a new file where a hidden link leads
+	// dmode is D's own mode (chmod D) where it differs from dir: a submodule git
+	// directory, writable within but kept itself (policy.ProtectedPath.Except).
+	// "" means as dir.
+	dmode string
 }
 
-func all(rule string) verdict { return verdict{rule, rule, rule, rule, rule, rule, rule} }
+func all(rule string) verdict { return verdict{rule, rule, rule, rule, rule, rule, rule, ""} }
 
 // leadsOut is the verdict of a D that is (or is reached through) a symlink
 // leading somewhere the rule denies: everything beneath it is denied, but the
@@ -153,15 +157,23 @@ var fenceCases = []fenceCase{
 		v: verdict{dname: RuleProtected}},
 	{name: "submodule gitdir hooks", tree: submoduleTree, dir: ".git/modules/lib/sub/hooks", v: all(RuleProtected)},
 	{name: "submodule gitdir config", tree: submoduleTree, dir: ".git/modules/lib/sub", file: ".git/modules/lib/sub/config",
-		v: verdict{dir: "", dname: RuleProtected, name: RuleProtected, replace: RuleProtected, link: RuleProtected, content: RuleProtected, create: RuleProtected}},
+		v: verdict{dir: "", dname: RuleProtected, name: RuleProtected, replace: RuleProtected, link: RuleProtected, content: RuleProtected, create: RuleProtected, dmode: RuleProtected}},
 	{name: "unprotected file in a submodule gitdir", tree: submoduleTree, dir: ".git/modules/lib/sub",
-		v: verdict{dname: RuleProtected}},
+		v: verdict{dname: RuleProtected, dmode: RuleProtected}},
 	// The checkout's pointer leads git into that directory: rewritten, git would use
 	// one of the command's own (found by review).
 	{name: "submodule checkout pointer", tree: submoduleCheckoutTree, dir: "lib/sub", file: "lib/sub/.git",
 		v: verdict{dir: "", dname: RuleProtected, name: RuleProtected, replace: RuleProtected, link: RuleProtected, content: RuleProtected, create: RuleProtected}},
+	// modules/ gains no entry: git would take one as the git directory of a
+	// submodule the user initialises next, hooks included (review F4). Only the
+	// submodule git directories in it stay writable (above).
 	{name: "not a git directory below modules/", tree: []string{"dir src/.git/modules/junk/hooks", "file src/.git/modules/junk/description x"},
-		dir: ".git/modules/junk/hooks", v: all("")},
+		dir: ".git/modules/junk/hooks", v: all(RuleProtected)},
+	{name: "a new entry in modules/", tree: submoduleTree, dir: ".git/modules", v: all(RuleProtected)},
+	{name: "a new entry beside a submodule gitdir", tree: submoduleTree, dir: ".git/modules/lib", v: all(RuleProtected)},
+	{name: "creating modules/ in a repository", tree: []string{"dir src/.git/hooks", "file src/.git/config [core]"},
+		dir: ".git", file: ".git/modules",
+		v: verdict{dname: RuleProtected, name: hidden, replace: RuleProtected, link: hidden, content: hidden, create: RuleProtected}},
 	// A config anchors a git directory: HEAD can be moved aside, the protected
 	// config cannot (policy.isGitDirAt).
 	{name: "a submodule gitdir without HEAD", tree: []string{"dir src/.git/hooks", "file src/.git/config [core]",
@@ -281,6 +293,11 @@ func (c fenceCase) fixture() []string {
 func (c fenceCase) rule(class string) string {
 	switch class {
 	case "dir":
+		return c.v.dir
+	case "dmode":
+		if c.v.dmode != "" {
+			return c.v.dmode
+		}
 		return c.v.dir
 	case "dname":
 		return c.v.dname
@@ -528,7 +545,7 @@ func fenceOps() []fenceOp {
 				u, g := chownTo()
 				return owner(x.host(x.c.fileHost), uint32(u), uint32(g))
 			}},
-		{name: "chmod D", touches: func(c fenceCase) []touch { return []touch{{"dir", "chmod", c.seenDir}} },
+		{name: "chmod D", touches: func(c fenceCase) []touch { return []touch{{"dmode", "chmod", c.seenDir}} },
 			run:    func(x *opRun) error { return unix.Chmod(x.m(x.c.dir), 0o700) },
 			landed: func(x *opRun) error { return want(x.host(x.c.dirHost), unix.S_IFDIR|0o700, "") }},
 		{name: "chmod the mount root", touches: func(c fenceCase) []touch { return []touch{{"mine", "chmod", "."}} },

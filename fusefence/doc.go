@@ -115,14 +115,18 @@
 //     protect entries relative to each root, ".git/..." entries below each git
 //     directory of the root (its .git directory or what a .git file names, the
 //     common directory, worktrees/*, modules/**), those git directories' commondir
-//     and config.worktree, which may not be created, and a .git pointer file. The
+//     and config.worktree, which may not be created, their modules/ (which may
+//     gain no entry; beneath the submodule git directories already in it,
+//     policy.ProtectedPath.Except, only their own protected paths are denied, and
+//     their own names and modes are kept), and a .git pointer file. The
 //     set is resolved when a policy generation starts, protecting every git
 //     directory that exists then, and again at the first mutation once it is older
 //     than the bound (Config.Timeout, DefaultTimeout when caching is off; 1 s by
 //     default). A git directory (or .git pointer) that appeared since is the run's
 //     own until it is the bound old (its birth time, else when the fence first
-//     saw it), so git init, git clone, git worktree add and git submodule add can
-//     write its hooks, config and commondir; from the first mutation after that,
+//     saw it), so git init, git clone and git worktree add can write its hooks,
+//     config and commondir (git submodule add cannot: it needs a new entry in
+//     modules/); from the first mutation after that,
 //     its entries are protected like those of a repository that existed at mount.
 //     The bound: a repository made while the fence serves has protected hooks and
 //     config at most the bound after it was created (twice the bound where the

@@ -1,6 +1,7 @@
 package fusefence
 
 import (
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -77,6 +78,7 @@ func resolveProtected(x policy.Execution, prev *protSet, now time.Time, bound ti
 		// resolution that finds nothing new keeps the version (see protSet).
 		next.g.protect = slices.Clone(prev.g.protect)
 		next.g.policy = slices.Clone(prev.g.policy)
+		next.g.except = maps.Clone(prev.g.except)
 		for _, p := range slices.Concat(prev.g.protect, prev.g.policy) {
 			had[p] = true
 		}
@@ -103,6 +105,8 @@ func resolveProtected(x policy.Execution, prev *protSet, now time.Time, bound ti
 		}
 		if !had[pp.Path] {
 			next.g.add(pp)
+		} else if pp.Reason != policy.ProtectPolicy {
+			next.g.setExcept(pp) // a submodule initialised since stays writable
 		}
 	}
 	for _, p := range guard { // Config.Guard, protected whatever the policy says
@@ -110,7 +114,8 @@ func resolveProtected(x policy.Execution, prev *protSet, now time.Time, bound ti
 			next.g.protect = append(next.g.protect, p)
 		}
 	}
-	if prev != nil && slices.Equal(prev.g.protect, next.g.protect) && slices.Equal(prev.g.policy, next.g.policy) {
+	if prev != nil && slices.Equal(prev.g.protect, next.g.protect) && slices.Equal(prev.g.policy, next.g.policy) &&
+		maps.EqualFunc(prev.g.except, next.g.except, slices.Equal) {
 		next.ver = prev.ver
 	} else {
 		next.ver = nextVer()

@@ -73,6 +73,9 @@ type placement struct {
 type guarded struct {
 	protect []string // protect entries and the git files that redirect them: RuleProtected
 	policy  []string // the policy file and its lock: RulePolicyFile
+	// except holds, for a path of protect, the directories strictly within it that
+	// it leaves writable (policy.ProtectedPath.Except: a git directory's modules/).
+	except map[string][]string
 }
 
 // protectedOf resolves the protected set of x. It reads the file system (see
@@ -94,8 +97,23 @@ func protectedOf(x policy.Execution) guarded {
 func (g *guarded) add(pp policy.ProtectedPath) {
 	if pp.Reason == policy.ProtectPolicy {
 		g.policy = append(g.policy, pp.Path)
-	} else {
-		g.protect = append(g.protect, pp.Path)
+		return
+	}
+	g.protect = append(g.protect, pp.Path)
+	g.setExcept(pp)
+}
+
+// setExcept records pp's except directories, replacing what an earlier resolution
+// recorded for the same path.
+func (g *guarded) setExcept(pp policy.ProtectedPath) {
+	switch {
+	case len(pp.Except) > 0:
+		if g.except == nil {
+			g.except = map[string][]string{}
+		}
+		g.except[pp.Path] = pp.Except
+	case g.except != nil:
+		delete(g.except, pp.Path)
 	}
 }
 
@@ -126,7 +144,7 @@ func place(x policy.Execution, prot guarded, target string, r reach, audit strin
 		return placement{}, RuleOutside
 	}
 	for _, g := range prot.protect {
-		if guards(g, target, r) {
+		if guards(g, target, r) && !policy.Excepted(prot.except[g], target) {
 			return placement{}, RuleProtected
 		}
 	}

@@ -91,7 +91,8 @@ type Decision struct {
 //  2. write to /dev/null is allowed in every mode (rule sink);
 //  3. any other mode but workspace-write denies (rule read-only);
 //  4. a target in no writable root is denied (outside-writable-roots);
-//  5. a target at or beneath a protected path is denied, and so are create and
+//  5. a target at or beneath a protected path (and not strictly within one of its
+//     Except directories) is denied, and so are create and
 //     rename at a strict ancestor of one, since they would move protected content
 //     out of reach or put something in the place a protected path needs (the
 //     fence's "carrier" rule): rule protected for protect entries and the files
@@ -160,7 +161,7 @@ func (x Execution) Decide(unsafePath string, op Op, extra ...ProtectedPath) Deci
 		func(pp ProtectedPath) bool { return pp.Reason == ProtectPolicy },
 	} {
 		for _, pp := range guards {
-			if pass(pp) && guarded(pp.Path, d.Target, carrier) {
+			if pass(pp) && guarded(pp.Path, d.Target, carrier) && !Excepted(pp.Except, d.Target) {
 				return d.deny(ruleOf(pp), &pp)
 			}
 		}
@@ -185,6 +186,17 @@ func (d Decision) allow(rule, root string) Decision {
 func (d Decision) deny(rule string, guard *ProtectedPath) Decision {
 	d.Allow, d.Rule, d.Guard = false, rule, guard
 	return d
+}
+
+// Excepted reports whether target lies strictly within one of except, the
+// directories a [ProtectedPath] leaves writable: their own names stay protected.
+func Excepted(except []string, target string) bool {
+	for _, e := range except {
+		if target != e && canon.LexicallyWithin(target, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // guarded reports whether a mutation at target touches the guarded path g: at or

@@ -57,12 +57,16 @@ const (
 // in the superproject enters every populated submodule (found by review). So they
 // are protected like r's own pointer file.
 //
+// modules maps each git directory listed to the submodule git directories found
+// directly below its modules/ (below the directories a name with slashes makes),
+// spelled as found.
+//
 // truncated reports that a limit (maxGitDirs, maxModulesDepth, maxModulesReads) cut
 // the walk short: directories it did not reach are then not listed, and the caller
 // must protect what holds them instead (a command can make a thousand directories in
 // .git/worktrees or .git/modules to push a real submodule past the limits; found by
 // review).
-func gitDirsOf(r string) (dirs []string, pointer string, links, checkouts []string, truncated bool) {
+func gitDirsOf(r string) (dirs []string, pointer string, links, checkouts []string, modules map[string][]string, truncated bool) {
 	var queue []string
 	if looksLikeGitDir(r) {
 		queue = append(queue, r)
@@ -107,6 +111,7 @@ func gitDirsOf(r string) (dirs []string, pointer string, links, checkouts []stri
 		foundWorktree
 	)
 	found := map[string]int{}
+	modules = map[string][]string{}
 	reads := 0
 	for len(queue) > 0 && len(dirs) < maxGitDirs {
 		d := queue[0]
@@ -189,6 +194,7 @@ func gitDirsOf(r string) (dirs []string, pointer string, links, checkouts []stri
 		}
 		ms, cut := moduleGitDirs(d+"/modules", 0, &reads)
 		truncated = truncated || cut
+		modules[d] = ms
 		for _, m := range ms {
 			if found[m] == 0 {
 				found[m] = foundModule
@@ -203,7 +209,7 @@ func gitDirsOf(r string) (dirs []string, pointer string, links, checkouts []stri
 			break
 		}
 	}
-	return dirs, pointer, links, checkouts, truncated
+	return dirs, pointer, links, checkouts, modules, truncated
 }
 
 // moduleGitDirs walks a modules/ directory: submodule names may contain slashes, so a

@@ -86,8 +86,9 @@
 // by the run is the run's own, hooks and configuration included. The trade-off: a
 // user who later runs git in a repository an agent created runs whatever the agent
 // put in its configuration, as with any other file the agent wrote (a Makefile, a
-// package.json script). The same holds for a submodule git directory or a worktree
-// directory created by the run ("git submodule add", "git worktree add"). One
+// package.json script). The same holds for a worktree directory created by the
+// run ("git worktree add"); a submodule git directory cannot be created in a run
+// (see below). One
 // exception: a root without a repository of its own that lies inside someone else's
 // ("repo/sub") gets "<root>/.git" itself protected, so that no repository of the
 // command's shadows the enclosing one for git commands run in the root.
@@ -118,6 +119,18 @@
 // and under bwrap a command could create it: TestCommondirCannotBeCreated). A
 // missing config.worktree gets an empty file stand-in, which git reads as no
 // settings.
+//
+// Every git directory's modules/ may gain no entry (a missing one included), while
+// the submodule git directories already in it stay writable, all but their own
+// protected paths (ProtectedPath.Except). git takes an existing modules/<name> as
+// the git directory of a submodule it initialises, hooks and configuration
+// included, so a command that made one for a submodule not yet initialised had the
+// user's next "git submodule update --init" run a hook of its own, unconfined
+// (review F4, 2026-12-02; TestUninitialisedSubmoduleCannotBePlanted). Which names
+// git will use is the command's to change (.gitmodules and the index are
+// writable), so the whole directory is kept, not the names .gitmodules lists. The
+// cost: "git submodule add" (and absorbgitdirs) fails in a run in an existing
+// repository; the user adds submodules.
 //
 // Not found yet, and so not protected: a submodule whose git directory lies inside
 // its checkout when no .gitmodules lists it (git finds gitlinks in the index, which

@@ -87,6 +87,11 @@ type ProtectedPath struct {
 	// created on the behalf of a path inside it: a repository that does not exist
 	// when the run starts is the run's own.
 	GitDir string `json:"gitDir,omitempty"`
+	// Except lists directories strictly within Path that stay writable: what lies
+	// strictly within one is not protected by this record (other records may still
+	// protect it), while the directory's own name is. Only a git directory's
+	// modules/ has them, its submodule git directories (see [Execution.ProtectedPaths]).
+	Except []string `json:"except,omitempty"`
 }
 
 // gitFileNames are the names git itself keeps as files in a git directory. A missing
@@ -153,8 +158,9 @@ func kindOfMissing(p string) PathKind {
 //     modules/, recursively; and r itself when it is a git directory). Then, for
 //     each of those git directories, its commondir (PathCommondir when missing), and
 //     config.worktree when ".git/config" or ".git" is protected (a file stand-in
-//     when missing: git reads an empty one as no settings), and r/.git itself when
-//     it is a pointer file. Then the .git
+//     when missing: git reads an empty one as no settings), its modules/ (a
+//     directory stand-in when missing) with its submodule git directories as
+//     Except, and r/.git itself when it is a pointer file. Then the .git
 //     of each submodule checkout and linked worktree whose git directory was found,
 //     where its checkout directory exists (gitDirsOf's checkouts).
 //
@@ -255,7 +261,7 @@ func (x Execution) ProtectedPaths() []ProtectedPath {
 		if len(git) == 0 {
 			continue
 		}
-		dirs, pointer, links, checkouts, truncated := gitDirsOf(r)
+		dirs, pointer, links, checkouts, modules, truncated := gitDirsOf(r)
 		if truncated {
 			// Part of the structure was not reached: every git directory found
 			// that holds the rest (the outermost ones) is protected whole, so
@@ -286,7 +292,7 @@ func (x Execution) ProtectedPaths() []ProtectedPath {
 			// the repository into a git directory of the command's; found by
 			// review), their git directories where they are inside, and the links
 			// on the way. The rest of its structure is outside r, read-only anyway.
-			ed, _, el, ec, _ := gitDirsOf(top)
+			ed, _, el, ec, em, _ := gitDirsOf(top)
 			if gitConfig {
 				// Its configuration lies outside r, read-only, but what it
 				// includes may lie in r (found by review).
@@ -296,7 +302,7 @@ func (x Execution) ProtectedPaths() []ProtectedPath {
 					}
 				}
 			}
-			dirs = slices.DeleteFunc(ed, func(d string) bool { return !canon.LexicallyWithin(d, r) })
+			dirs, modules = slices.DeleteFunc(ed, func(d string) bool { return !canon.LexicallyWithin(d, r) }), em
 			links = slices.DeleteFunc(el, func(l string) bool { return !canon.LexicallyWithin(l, r) })
 			checkouts = slices.DeleteFunc(ec, func(sp string) bool {
 				return !canon.LexicallyWithin(canon.Canonical(path.Dir(sp)), r)
@@ -342,6 +348,23 @@ func (x Execution) ProtectedPaths() []ProtectedPath {
 				// without one a command could create it with core.fsmonitor where
 				// extensions.worktreeConfig is on (found by review).
 				add(ProtectedPath{Path: d + "/config.worktree", Reason: ProtectGit, Entry: ".git/config", GitDir: d}, "")
+			}
+			// modules/ may gain no entry: git takes an existing modules/<name> as
+			// the git directory of a submodule it initialises, hooks and
+			// configuration included, so a command that made one for a submodule
+			// not yet initialised would have the user's next "git submodule update
+			// --init" run a hook of its own, unconfined (review F4, 2026-12-02).
+			// Which names git will use is the command's to change (.gitmodules,
+			// the index), so the whole directory is kept, but for the submodule git
+			// directories already in it: commits there must work. Missing, it gets
+			// a directory stand-in.
+			var except []string
+			for _, m := range modules[d] {
+				except = append(except, canon.Canonical(m))
+			}
+			add(ProtectedPath{Path: canon.Canonical(d + "/modules"), Reason: ProtectGit, GitDir: d, Except: except}, PathDir)
+			for _, l := range linksOn(d + "/modules") {
+				add(ProtectedPath{Path: l, Reason: ProtectGit, GitDir: d}, PathAbsent)
 			}
 		}
 	}

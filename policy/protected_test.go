@@ -96,6 +96,7 @@ func TestProtectedPathsPlainRepository(t *testing.T) {
 		"ws/.git/config file exists protect",
 		"ws/.git/commondir commondir missing git",
 		"ws/.git/config.worktree file missing git",
+		"ws/.git/modules dir missing git",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("ProtectedPaths (-want +got):\n%s", diff)
@@ -169,14 +170,17 @@ func TestProtectedPathsWorktreeAndSubmodules(t *testing.T) {
 		"main/.git/worktrees/wt/config file missing protect",
 		"main/.git/worktrees/wt/commondir file exists git",
 		"main/.git/worktrees/wt/config.worktree file missing git",
+		"main/.git/worktrees/wt/modules dir missing git",
 		"main/.git/hooks dir exists protect",
 		"main/.git/config file exists protect",
 		"main/.git/commondir commondir missing git",
 		"main/.git/config.worktree file missing git",
+		"main/.git/modules dir exists git",
 		"main/.git/modules/deps/lib/hooks dir exists protect",
 		"main/.git/modules/deps/lib/config file exists protect",
 		"main/.git/modules/deps/lib/commondir commondir missing git",
 		"main/.git/modules/deps/lib/config.worktree file missing git",
+		"main/.git/modules/deps/lib/modules dir missing git",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("from the worktree (-want +got):\n%s", diff)
@@ -279,6 +283,7 @@ func TestProtectedPathsFollowPlantedPointer(t *testing.T) {
 		"elsewhere/config file missing protect",
 		"elsewhere/commondir commondir missing git",
 		"elsewhere/config.worktree file missing git",
+		"elsewhere/modules dir missing git",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
@@ -343,6 +348,7 @@ func TestProtectedPathsSymlinkNames(t *testing.T) {
 		"ws/plain dir missing protect",
 		"ws/.git link exists git",
 		"ws/real.git/hooks dir exists protect", "ws/real.git/commondir commondir missing git",
+		"ws/real.git/modules dir missing git",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("protected paths (-want +got):\n%s", diff)
@@ -861,5 +867,66 @@ func mustContain(t *testing.T, what string, got []string, want ...string) {
 		if !slices.Contains(got, w) {
 			t.Errorf("%s%q missing in %q", what, w, got)
 		}
+	}
+}
+
+// A git directory's modules/ may gain no entry (git would take one as the git
+// directory of a submodule the user initialises next, hooks included: review F4),
+// while the submodule git directories in it stay writable for commits, all but
+// their hooks and configuration and their own names.
+func TestProtectedPathsModulesFrozen(t *testing.T) {
+	base, git := gitTree(t)
+	lib, main := filepath.Join(base, "lib"), filepath.Join(base, "main")
+	committedRepos(t, git, lib, main)
+	git(main, "submodule", "add", "-q", "--name", "deps/lib", lib, "vendor/lib")
+	modules := filepath.Join(main, ".git", "modules")
+	sub := filepath.Join(modules, "deps", "lib")
+	x := wwExec(main)
+	var rec *ProtectedPath
+	for _, pp := range x.ProtectedPaths() {
+		if pp.Path == modules {
+			rec = &pp
+		}
+	}
+	if rec == nil || !rec.Exists || rec.Kind != PathDir || !slices.Equal(rec.Except, []string{sub}) {
+		t.Fatalf("modules record = %+v, want an existing directory with except %q", rec, sub)
+	}
+	for _, c := range []struct {
+		path  string
+		op    Op
+		allow bool
+	}{
+		{"modules/evil", OpCreate, false},
+		{"modules/deps/evil", OpCreate, false},
+		{"modules/deps/lib", OpRename, false},
+		{"modules/deps/lib", OpDelete, false},
+		{"modules/deps/lib", OpWrite, false},
+		{"modules/deps", OpRename, false},
+		{"modules", OpDelete, false},
+		{"modules/deps/lib/config", OpWrite, false},
+		{"modules/deps/lib/hooks/post-checkout", OpCreate, false},
+		{"modules/deps/lib/index", OpWrite, true},
+		{"modules/deps/lib/objects/ab", OpCreate, true},
+		{"modules/deps/lib/refs/heads/main", OpRename, true},
+	} {
+		d := x.Decide(filepath.Join(main, ".git", c.path), c.op)
+		if d.Allow != c.allow || !c.allow && d.Rule != RuleProtected {
+			t.Errorf("%s %s: %+v, want allow=%v", c.op, c.path, d, c.allow)
+		}
+	}
+	// Within .git kept whole, the submodule git directory is read-only too.
+	x.Protect = []string{".git"}
+	if d := x.Decide(filepath.Join(sub, "index"), OpWrite); d.Allow {
+		t.Errorf("with .git protected whole: %+v", d)
+	}
+	// Without modules/ it is listed missing, with nothing excepted.
+	if err := os.RemoveAll(modules); err != nil {
+		t.Fatal(err)
+	}
+	if got := pathsOf(wwExec(main).ProtectedPaths(), base); !slices.Contains(got, "main/.git/modules dir missing git") {
+		t.Errorf("missing modules/ not listed: %q", got)
+	}
+	if d := wwExec(main).Decide(filepath.Join(modules, "lib"), OpCreate); d.Allow {
+		t.Errorf("create in a missing modules/: %+v", d)
 	}
 }

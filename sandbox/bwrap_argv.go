@@ -114,6 +114,17 @@ import (
 // writers do; bwrap cannot keep them from being created (the sandbox package doc
 // lists this).
 //
+// A protected path with except directories (policy.ProtectedPath.Except: a git
+// directory's modules/, which may gain no entry while the submodule git directories
+// in it stay writable) is bound read-only and each except directory bound writable
+// again on top, from the host's tree, followed by the pins within it, which the
+// recursive read-only bind had taken too; the protected paths within it (its hooks,
+// its config) come later in the order and are bound read-only over that. A command
+// can then write in a submodule git directory but neither add, remove nor rename an
+// entry of modules/ (the except directories are mountpoints); it can change an
+// except directory's own mode and times, which policy.Execution.Decide counts as
+// denied. Within another read-only guard (.git kept whole), nothing is rebound.
+//
 // A protected symlink's own name (policy.PathLink: ".git" when it is a symlink,
 // ".git/hooks -> ../githooks", a protect entry that is a link or passes through one)
 // cannot be kept by bwrap: a mount cannot be placed on a symlink (bwrap resolves the
@@ -286,6 +297,9 @@ type bwrapGuard struct {
 	// (bound onto itself, writable), so the command can write it but cannot remove,
 	// rename or replace it, and so can never make a directory of it.
 	blocker string
+	// except are directories strictly within path that are bound writable again
+	// on top of its read-only bind (policy.ProtectedPath.Except).
+	except []string
 }
 
 // nonDirAbove returns the existing non-directory strictly within root that lies
@@ -322,7 +336,7 @@ func bwrapGuards(pps []policy.ProtectedPath, bound []string) []bwrapGuard {
 		if root == "" || seen[pp.Path] {
 			continue
 		}
-		g := bwrapGuard{path: pp.Path, root: root, exists: pp.Exists, kind: pp.Kind, base: root}
+		g := bwrapGuard{path: pp.Path, root: root, exists: pp.Exists, kind: pp.Kind, base: root, except: pp.Except}
 		if !pp.Exists {
 			g.blocker = nonDirAbove(pp.Path, root)
 		}
@@ -351,7 +365,7 @@ func bwrapGuards(pps []policy.ProtectedPath, bound []string) []bwrapGuard {
 
 // bwrapGuardOptions pins every directory between a bound root and a guarded path with
 // a writable self-bind (see [BwrapArgv] for why), then rebinds each guarded path
-// read-only.
+// read-only, each followed by its except directories, bound writable.
 func bwrapGuardOptions(guards []bwrapGuard, bound []string) []string {
 	pinSet := map[string]bool{}
 	for _, g := range guards {
@@ -378,9 +392,29 @@ func bwrapGuardOptions(guards []bwrapGuard, bound []string) []string {
 	for _, d := range pins {
 		out = append(out, "--bind", d, d)
 	}
+	rebound := func(g bwrapGuard) bool { return g.blocker == "" && !(g.kind == policy.PathLink && g.exists) }
 	for _, g := range guards {
-		if g.blocker == "" && !(g.kind == policy.PathLink && g.exists) {
-			out = append(out, "--ro-bind", g.path, g.path)
+		if !rebound(g) {
+			continue
+		}
+		out = append(out, "--ro-bind", g.path, g.path)
+		// Its except directories are bound writable again on top (bwrap binds
+		// from the host's tree, not from the read-only view), and the pins within
+		// them after them, since the recursive read-only bind took those too.
+		// Guards within them come later in this order and cover what they must.
+		// Within another read-only guard (.git kept whole) they stay read-only.
+		if !g.exists || slices.ContainsFunc(guards, func(h bwrapGuard) bool {
+			return h.path != g.path && rebound(h) && canon.LexicallyWithin(g.path, h.path)
+		}) {
+			continue
+		}
+		for _, e := range g.except {
+			out = append(out, "--bind", e, e)
+			for _, d := range pins {
+				if d != e && canon.LexicallyWithin(d, e) {
+					out = append(out, "--bind", d, d)
+				}
+			}
 		}
 	}
 	return out

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/toh-sandbox/toh/canon"
 	"github.com/toh-sandbox/toh/internal/testutil"
 	"github.com/toh-sandbox/toh/policy"
 )
@@ -200,8 +201,19 @@ func checkBwrapInvariants(t *testing.T, pol policy.Execution, got, argv []string
 			if i == 0 || i == proc+2 {
 				continue
 			}
-			if last := bwrapLastIndex(opts, "--bind"); i < last {
-				t.Errorf("--ro-bind %s must come after every writable bind: %q", opts[i+1], opts)
+			// A writable bind after it must neither cover it nor open a hole in it,
+			// but for the except directories of its protected path.
+			for k := i + 3; k < len(opts); k++ {
+				if opts[k] != "--bind" {
+					continue
+				}
+				w, r := opts[k+1], opts[i+1]
+				if canon.LexicallyWithin(r, w) {
+					t.Errorf("--bind %s after --ro-bind %s uncovers it: %q", w, r, opts)
+				}
+				if canon.LexicallyWithin(w, r) && !exceptWithin(pol, r, w) {
+					t.Errorf("--bind %s after --ro-bind %s is no except of it: %q", w, r, opts)
+				}
 			}
 			if !withinAny(opts[i+1], pol.WritableRoots) {
 				t.Errorf("--ro-bind %s outside every writable root: %q", opts[i+1], opts)
@@ -223,13 +235,15 @@ func treeNames(t *testing.T, dir string) string {
 	return b.String()
 }
 
-func bwrapLastIndex(s []string, v string) int {
-	for i := len(s) - 1; i >= 0; i-- {
-		if s[i] == v {
-			return i
+// exceptWithin reports whether w lies within an except directory of pol's protected
+// path r.
+func exceptWithin(pol policy.Execution, r, w string) bool {
+	for _, pp := range pol.ProtectedPaths() {
+		if pp.Path == r && slices.ContainsFunc(pp.Except, func(e string) bool { return canon.LexicallyWithin(w, e) }) {
+			return true
 		}
 	}
-	return -1
+	return false
 }
 
 // The read-only profile must not depend on anything a read-only policy might still

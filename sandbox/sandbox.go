@@ -49,6 +49,8 @@
 //	protect, below a non-directory  non-dir pinned   (all read-only)       NOT governed
 //	protect, a symlink's own name   run refused      (all read-only)       NOT governed
 //	missing commondir               stand-in "."     (all read-only)       NOT governed
+//	git modules/: no new entry      read-only bind,  (all read-only)       NOT governed
+//	  (submodule git dirs writable) those rebound
 //	missing policy lock             NOT governed     (all read-only)       NOT governed
 //
 // Seatbelt (macOS, built and golden-tested here, never run): every protected path,

@@ -23,7 +23,12 @@ import (
 //     writable root, in pol.WritableRoots order;
 //   - ` (deny file-write* (subpath "<path>"))` for every protected path within a
 //     writable root, existing or not, in ProtectedPaths order, except the policy file
-//     and its lock, which get ` (deny file-write* (literal "<path>"))` after them;
+//     and its lock, which get ` (deny file-write* (literal "<path>"))` after them,
+//     and a path with Except directories (a git directory's modules/), which gets
+//     ` (deny file-write* (require-all (subpath "<path>") (require-not (subpath
+//     "<except>")) ...))`: what lies within them stays writable, and their own
+//     names are kept like the directories below (their mode and times are not,
+//     as under bwrap, whose writable rebind of them is a pin);
 //   - ` (deny file-write-create file-write-unlink (literal "<dir>"))` for every
 //     directory strictly between a writable root and a protected path, outermost
 //     first (see "Renames" below).
@@ -94,7 +99,18 @@ func seatbeltProfile(pol policy.Execution, pps []policy.ProtectedPath) string {
 				literals = append(literals, pp.Path)
 				continue
 			}
-			b.WriteString(" (deny file-write* (subpath " + seatbeltQuote(pp.Path) + "))")
+			if len(pp.Except) == 0 {
+				b.WriteString(" (deny file-write* (subpath " + seatbeltQuote(pp.Path) + "))")
+				continue
+			}
+			// Within the record, not as a later allow: an allow would also undo
+			// other records' denials there (.git kept whole).
+			b.WriteString(" (deny file-write* (require-all (subpath " + seatbeltQuote(pp.Path) + ")")
+			for _, e := range pp.Except {
+				b.WriteString(" (require-not (subpath " + seatbeltQuote(e) + "))")
+				ancestors[e] = true
+			}
+			b.WriteString("))")
 		}
 		for _, f := range literals {
 			b.WriteString(" (deny file-write* (literal " + seatbeltQuote(f) + "))")

@@ -27,6 +27,9 @@ func TestSeatbeltProfileGolden(t *testing.T) {
 		{Path: "/Users/u/main/.git/hooks", Exists: true, Kind: policy.PathDir, Reason: policy.ProtectEntry, Entry: ".git/hooks", GitDir: "/Users/u/main/.git"},
 		{Path: "/Users/u/main/.git/config", Exists: true, Kind: policy.PathFile, Reason: policy.ProtectEntry, Entry: ".git/config", GitDir: "/Users/u/main/.git"},
 		{Path: "/Users/u/main/.git/commondir", Kind: policy.PathAbsent, Reason: policy.ProtectGit, GitDir: "/Users/u/main/.git"},
+		// modules/ may gain no entry, but its submodule git directories stay writable.
+		{Path: "/Users/u/main/.git/modules", Exists: true, Kind: policy.PathDir, Reason: policy.ProtectGit, GitDir: "/Users/u/main/.git",
+			Except: []string{"/Users/u/main/.git/modules/lib", "/Users/u/main/.git/modules/x/y"}},
 		{Path: "/Users/u/main/.git/modules/lib/hooks", Exists: true, Kind: policy.PathDir, Reason: policy.ProtectEntry, Entry: ".git/hooks", GitDir: "/Users/u/main/.git/modules/lib"},
 		// Outside every root: no rule.
 		{Path: "/Users/u/elsewhere/hooks", Kind: policy.PathDir, Reason: policy.ProtectEntry, Entry: ".git/hooks", GitDir: "/Users/u/elsewhere"},
@@ -126,9 +129,21 @@ func checkSeatbeltInvariants(t *testing.T, pol policy.Execution, pps []policy.Pr
 					dirs = append(dirs, d)
 				}
 			}
-			if pp.Reason == policy.ProtectPolicy {
+			switch {
+			case pp.Reason == policy.ProtectPolicy:
 				literals = append(literals, fmt.Sprintf("(deny file-write* (literal %q))", pp.Path))
-			} else {
+			case len(pp.Except) > 0:
+				// Writable within each except, whose own name is kept like a
+				// directory on the way.
+				rule := fmt.Sprintf("(deny file-write* (require-all (subpath %q)", pp.Path)
+				for _, e := range pp.Except {
+					rule += fmt.Sprintf(" (require-not (subpath %q))", e)
+					if !slices.Contains(dirs, e) {
+						dirs = append(dirs, e)
+					}
+				}
+				want = append(want, rule+"))")
+			default:
 				want = append(want, fmt.Sprintf("(deny file-write* (subpath %q))", pp.Path))
 			}
 		}

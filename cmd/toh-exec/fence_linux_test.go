@@ -368,27 +368,30 @@ echo a > a.txt; g add a.txt; g commit -q -m one
 g branch feature; g checkout -q feature; echo b > b.txt; g add b.txt; g commit -q -m two
 g checkout -q main; echo dirty >> a.txt; g stash -q; g stash pop -q; g checkout -q -- a.txt
 g worktree add -q wt feature
-(cd wt && echo c > c.txt && g add c.txt && g commit -q -m three)
-g submodule add -q `+sub+` lib; g commit -q -m sub`)
+(cd wt && echo c > c.txt && g add c.txt && g commit -q -m three)`)
 	if *e.Result.ExitCode != 0 {
 		t.Fatalf("git workflow through the fence failed: %+v\n%s", e.Result, e.Stderr)
 	}
 	if !strings.Contains(e.Stderr, "hook-ran") {
 		t.Errorf("the existing pre-commit hook did not run: %s", e.Stderr)
 	}
-	// worktree add and submodule add try to record themselves in the protected
-	// .git/config (git reports it and goes on, as under bwrap alone): exactly those
-	// attempts are on record, nothing else.
+	// worktree add tries to record itself in the protected .git/config (git
+	// reports it and goes on, as under bwrap alone): exactly those attempts are on
+	// record, nothing else.
 	config := filepath.Join(g.ws, ".git/config")
 	for _, d := range *e.Result.Denials {
 		if d.Path != config {
 			t.Errorf("the git workflow was refused something other than .git/config: %+v", d)
 		}
 	}
-	// Run 3: every attempt on hooks and config of the three git directories.
+	// A submodule, added by the user: in a run .git/modules gains no entry (run 3).
+	g.git(t, g.ws, "submodule", "add", "-q", sub, "lib")
+	g.git(t, g.ws, "commit", "-q", "-m", "sub")
+	// Run 3: every attempt on hooks and config of the three git directories, and
+	// on a git directory for a submodule not yet initialised.
 	targets := []string{".git/hooks/post-checkout", ".git/config",
 		".git/worktrees/wt/config.worktree", ".git/worktrees/wt/hooks",
-		".git/modules/lib/hooks/pre-commit", ".git/modules/lib/config"}
+		".git/modules/lib/hooks/pre-commit", ".git/modules/lib/config", ".git/modules/evil"}
 	var script strings.Builder
 	for _, p := range targets {
 		fmt.Fprintf(&script, "echo evil >> %s 2>/dev/null\n", p)
@@ -399,7 +402,7 @@ g submodule add -q `+sub+` lib; g commit -q -m sub`)
 	after := treeState(t, filepath.Join(g.ws, ".git"))
 	sameTree(t, ".git", before, after)
 	ds := *e.Result.Denials
-	for _, p := range []string{".git/hooks/post-checkout", ".git/config", ".git/modules/lib/hooks/pre-commit", ".git/modules/lib/config"} {
+	for _, p := range []string{".git/hooks/post-checkout", ".git/config", ".git/modules/lib/hooks/pre-commit", ".git/modules/lib/config", ".git/modules/evil"} {
 		full := filepath.Join(g.ws, p)
 		if !slices.ContainsFunc(ds, func(d fenceDenial) bool { return d.Path == full && d.Rule == "protected" }) {
 			t.Errorf("no protected denial of %s in %+v", p, ds)
@@ -407,6 +410,14 @@ g submodule add -q `+sub+` lib; g commit -q -m sub`)
 	}
 	if !e.Result.Denied || !slices.Contains(e.Result.DeniedBy, "fence") {
 		t.Errorf("want denied by the fence: %+v", e.Result)
+	}
+	// Run 4: the submodule's git directory stays writable for a commit in it.
+	e = fenced(t, "set -e; cd lib; echo x > f; g add f; g commit -q -m in-sub")
+	if *e.Result.ExitCode != 0 || e.Result.Denials != nil && len(*e.Result.Denials) > 0 {
+		t.Fatalf("a commit in the submodule through the fence: %+v %+v\n%s", e.Result, e.Result.Denials, e.Stderr)
+	}
+	if got := g.git(t, filepath.Join(g.ws, "lib"), "log", "--format=%s", "-1"); got != "in-sub" {
+		t.Errorf("submodule log = %q", got)
 	}
 }
 

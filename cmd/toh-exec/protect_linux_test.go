@@ -2,7 +2,7 @@ package main
 
 // Protected paths and git through the built binary under real bwrap (issue 5): git
 // works in workspace-write (init, add, commit, branch, checkout, stash, worktree add
-// and a commit in the linked worktree, submodule add from a local path), while hooks
+// and a commit in the linked worktree, a commit in a submodule), while hooks
 // and configuration of every git directory that exists when a run starts stay
 // read-only, protected paths that do not exist cannot be created, nothing is left in
 // the workspace, and a planted .git pointer makes nothing writable.
@@ -335,31 +335,37 @@ func TestGitLinkedWorktree(t *testing.T) {
 	s.checkCanary(t)
 }
 
-// TestGitSubmoduleAdd: "git submodule add" from a local path succeeds (it cannot
-// register the URL in the protected .git/config, which git reports and survives),
-// and in the next run the submodule's git directory has its hooks and config
-// protected like any other.
+// TestGitSubmoduleAdd: "git submodule add" fails in a run, leaving nothing, since
+// .git/modules gains no entry (until 2026-12-02 it succeeded); added by the user, the
+// submodule's git directory has its hooks, config and checkout pointer protected in
+// later runs, and stays usable: a commit in it works.
 func TestGitSubmoduleAdd(t *testing.T) {
 	s := newGitScratch(t)
 	lib := s.committedRepo(t, "lib")
 	s.git(t, s.ws, "init", "-q")
 	s.git(t, s.ws, "add", "notes.txt")
 	s.git(t, s.ws, "commit", "-q", "-m", "one")
-	config := filepath.Join(s.ws, ".git", "config")
-	configBefore, _ := os.ReadFile(config)
+	// In a run, the submodule's git directory cannot be made: .git/modules gains
+	// no entry (see TestUninitialisedSubmoduleCannotBePlanted). The cost of that
+	// rule, and what a failed add leaves.
+	before := treeState(t, s.ws)
+	e := s.confined(t, s.ws, `g submodule add -q "$1" vendor/lib`, lib)
+	if *e.Result.ExitCode == 0 || !strings.Contains(*e.Stderr, ".git/modules/vendor/lib") {
+		t.Fatalf("submodule add in a run: %+v %q", e.Result, *e.Stderr)
+	}
+	t.Logf("what a refused submodule add left in vendor/:\n%s", treeState(t, filepath.Join(s.ws, "vendor")))
+	os.RemoveAll(filepath.Join(s.ws, "vendor"))
+	sameTree(t, "a refused submodule add", before, treeState(t, s.ws)) // .git/config included
 
-	e := s.mustRun(t, s.ws, `g submodule add -q "$1" vendor/lib && g commit -q -m sub`, lib)
-	t.Logf("submodule add stderr: %s", *e.Stderr)
+	s.git(t, s.ws, "submodule", "add", "-q", lib, "vendor/lib")
+	s.mustRun(t, s.ws, `g commit -q -m sub`)
 	present(t, filepath.Join(s.ws, "vendor", "lib", ".git"), "gitdir: ../../.git/modules/vendor/lib\n")
 	if got := s.git(t, s.ws, "log", "--format=%s", "-1"); got != "sub" {
 		t.Fatalf("log = %q", got)
 	}
-	if b, _ := os.ReadFile(config); !bytes.Equal(b, configBefore) {
-		t.Fatalf(".git/config changed by submodule add:\n%s", b)
-	}
 
 	modules := filepath.Join(s.ws, ".git", "modules", "vendor", "lib")
-	before := treeState(t, modules)
+	before = treeState(t, modules)
 	for _, attack := range []string{
 		`echo evil > "$1/hooks/post-checkout"`,
 		`echo '[core] fsmonitor = x' >> "$1/config"`,
@@ -423,6 +429,77 @@ func TestUninitialisedSubmoduleStaysUsable(t *testing.T) {
 		t.Fatalf("log = %q", got)
 	}
 	noStandIns(t, s.ws)
+}
+
+// TestUninitialisedSubmoduleCannotBePlanted: git takes an existing
+// .git/modules/<name> as the git directory of a submodule it initialises, so a
+// command that made one, with a hook, for a submodule not yet initialised had the
+// user's next "git submodule update --init" run that hook, unconfined (review F4,
+// 2026-12-02). A git directory's modules/ now gains no entry in a run (a stand-in
+// while missing), and the submodule git directories in it stay writable. Negative
+// controls: planting refused, with modules/ missing and existing, and the user's
+// update afterwards runs no hook of the command's; positive: a commit in an
+// initialised submodule and in the superproject, and the update itself.
+func TestUninitialisedSubmoduleCannotBePlanted(t *testing.T) {
+	s := newGitScratch(t)
+	lib, lib2, origin := s.committedRepo(t, "lib"), s.committedRepo(t, "lib2"), s.committedRepo(t, "origin")
+	s.git(t, origin, "submodule", "add", "-q", lib, "lib")
+	s.git(t, origin, "submodule", "add", "-q", lib2, "lib2")
+	s.git(t, origin, "commit", "-q", "-m", "subs")
+	if err := os.RemoveAll(s.ws); err != nil {
+		t.Fatal(err)
+	}
+	s.git(t, s.beside, "clone", "-q", origin, s.ws)
+	modules := filepath.Join(s.ws, ".git", "modules")
+	pwned := filepath.Join(s.beside, "PWNED")
+	// The plant: a git directory for lib2 with a post-checkout hook, which the
+	// user's update checks out with.
+	plant := func(name string) string {
+		return fmt.Sprintf(`mkdir -p .git/modules && g clone -q --no-checkout --separate-git-dir .git/modules/%[1]s "$1" "${TMPDIR:-/tmp}/%[1]s" &&
+printf '#!/bin/sh\ntouch %[2]q\n' > .git/modules/%[1]s/hooks/post-checkout && chmod +x .git/modules/%[1]s/hooks/post-checkout`, name, pwned)
+	}
+
+	// Nothing initialised: modules/ is missing, and stays so.
+	absent(t, modules)
+	for _, attack := range []string{plant("lib2"), "mkdir -p .git/modules/lib2"} {
+		e := s.confined(t, s.ws, attack, lib2)
+		refused(t, attack, e)
+		t.Logf("%s: %s", attack, *e.Stderr)
+		absent(t, modules)
+	}
+	noStandIns(t, s.ws)
+
+	// lib initialised by the user: modules/ exists, lib2 is still missing there.
+	s.git(t, s.ws, "submodule", "update", "-q", "--init", "lib")
+	before := treeState(t, modules)
+	for _, attack := range []string{
+		plant("lib2"),
+		"mkdir .git/modules/lib2",
+		"mv .git/modules/lib .git/modules/lib2",
+		"mv .git/modules .git/modules-old && mkdir -p .git/modules/lib2",
+		"ln -s ../../elsewhere .git/modules/lib2",
+	} {
+		e := s.confined(t, s.ws, attack, lib2)
+		refused(t, attack, e)
+		t.Logf("%s: %s", attack, *e.Stderr)
+		absent(t, filepath.Join(modules, "lib2"))
+	}
+	sameTree(t, "the attacks on .git/modules", before, treeState(t, modules))
+	// Positive: commits in the initialised submodule and in the superproject.
+	s.mustRun(t, s.ws, "cd lib && echo x > f && g add f && g commit -q -m in-sub && cd .. && g status --short >/dev/null && g add lib && g commit -q -m bump")
+	if got := s.git(t, filepath.Join(s.ws, "lib"), "log", "--format=%s", "-1"); got != "in-sub" {
+		t.Fatalf("submodule log = %q", got)
+	}
+	noStandIns(t, s.ws)
+	// The user's update: lib2 is cloned afresh, and nothing of the command's runs.
+	s.git(t, s.ws, "submodule", "update", "-q", "--init")
+	if _, err := os.Stat(pwned); err == nil {
+		t.Fatal("the user's git submodule update ran a hook the command planted")
+	}
+	present(t, filepath.Join(s.ws, "lib2", ".git"), "gitdir: ../.git/modules/lib2\n")
+	if _, err := os.Stat(filepath.Join(modules, "lib2", "hooks", "post-checkout")); err == nil {
+		t.Fatal("lib2's git directory holds the planted hook")
+	}
 }
 
 // TestConfigWorktreeCannotBeCreated: with extensions.worktreeConfig on, git reads
