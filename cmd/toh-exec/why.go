@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 
@@ -152,6 +153,13 @@ func because(d policy.Decision, pol policy.Execution) string {
 		}
 	case policy.ProtectGit:
 		what = "a file through which git finds protected hooks and configuration"
+		if g.Kind == policy.PathDir && g.Entry == "" && g.GitDir != "" && path.Base(g.Path) == "modules" {
+			// policy.ProtectedPaths: a git directory's modules/.
+			what = "the modules/ of the git directory " + g.GitDir + ", which may gain no entry (git would take one as a submodule's git directory)"
+			if len(g.Except) > 0 {
+				what += "; only within the submodule git directories in it may the command write"
+			}
+		}
 	case policy.ProtectPolicy:
 		what = "the policy file"
 		if strings.HasSuffix(g.Path, ".lock") && g.Path != pol.PolicyFile {

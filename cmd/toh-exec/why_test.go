@@ -51,6 +51,8 @@ func TestWhyAnswers(t *testing.T) {
 		{[]string{"--path", ".git", "--op", "rename"}, 1, "deny (protected)", ws + "/.git", "would carry " + ws + "/.git/hooks"},
 		{[]string{"--path", "secrets", "--op", "create"}, 1, "deny (protected)", ws + "/secrets", `protect entry "secrets", missing: it may not be created`},
 		{[]string{"--path", ".git/objects/ab", "--op", "create"}, 0, "allow", ws + "/.git/objects/ab", ""},
+		{[]string{"--path", ".git/modules/lib", "--op", "create"}, 1, "deny (protected)", ws + "/.git/modules/lib",
+			`beneath ` + ws + `/.git/modules, the modules/ of the git directory ` + ws + "/.git, which may gain no entry"},
 		{[]string{"--path", "out/x", "--op", "write"}, 1, "deny (outside-writable-roots)", canon.Canonical(s.beside) + "/x", "in no writable root"},
 		{[]string{"--path", "out", "--op", "delete"}, 0, "allow", ws + "/out", ""},
 		{[]string{"--path", s.ws, "--op", "delete"}, 1, "deny (outside-writable-roots)", ws, "its own name lives in its parent"},
