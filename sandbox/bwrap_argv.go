@@ -402,9 +402,11 @@ func bwrapGuardOptions(guards []bwrapGuard, bound []string) []string {
 		// from the host's tree, not from the read-only view), and the pins within
 		// them after them, since the recursive read-only bind took those too.
 		// Guards within them come later in this order and cover what they must.
-		// Within another read-only guard (.git kept whole) they stay read-only.
+		// Within another read-only guard (.git kept whole) they stay read-only,
+		// unless it lies within that guard's own except directories (a nested
+		// submodule's modules/; found by review).
 		if !g.exists || slices.ContainsFunc(guards, func(h bwrapGuard) bool {
-			return h.path != g.path && rebound(h) && canon.LexicallyWithin(g.path, h.path)
+			return h.path != g.path && rebound(h) && canon.LexicallyWithin(g.path, h.path) && !policy.Excepted(h.except, g.path)
 		}) {
 			continue
 		}

@@ -502,6 +502,40 @@ printf '#!/bin/sh\ntouch %[2]q\n' > .git/modules/%[1]s/hooks/post-checkout && ch
 	}
 }
 
+// TestNestedSubmoduleCommit: a submodule's own modules/ is kept like the
+// superproject's, and the git directories in it stay writable: a commit in a nested
+// submodule works. Under bwrap that needs the nested except directories rebound
+// inside the outer one's (review of 96a43b7: they were not, and the commit failed
+// with EROFS). Negative control: neither modules/ gains an entry.
+func TestNestedSubmoduleCommit(t *testing.T) {
+	s := newGitScratch(t)
+	inner, mid, origin := s.committedRepo(t, "inner"), s.committedRepo(t, "mid"), s.committedRepo(t, "origin")
+	s.git(t, mid, "submodule", "add", "-q", inner, "inner")
+	s.git(t, mid, "commit", "-q", "-m", "inner")
+	s.git(t, origin, "submodule", "add", "-q", mid, "mid")
+	s.git(t, origin, "commit", "-q", "-m", "mid")
+	if err := os.RemoveAll(s.ws); err != nil {
+		t.Fatal(err)
+	}
+	s.git(t, s.beside, "-c", "protocol.file.allow=always", "clone", "-q", "--recurse-submodules", origin, s.ws)
+	nested := filepath.Join(s.ws, ".git", "modules", "mid", "modules")
+	if _, err := os.Stat(filepath.Join(nested, "inner", "HEAD")); err != nil {
+		t.Fatalf("premise: no nested submodule git directory: %v", err)
+	}
+	s.mustRun(t, s.ws, "cd mid/inner && echo y > y && g add y && g commit -q -m in-inner && cd .. && g add inner && g commit -q -m bump")
+	if got := s.git(t, filepath.Join(s.ws, "mid", "inner"), "log", "--format=%s", "-1"); got != "in-inner" {
+		t.Fatalf("nested submodule log = %q", got)
+	}
+	for _, attack := range []string{"mkdir .git/modules/mid/modules/evil", "mkdir .git/modules/evil", "echo x > .git/modules/mid/modules/inner/hooks/post-checkout"} {
+		e := s.confined(t, s.ws, attack)
+		refused(t, attack, e)
+	}
+	absent(t, filepath.Join(nested, "evil"))
+	absent(t, filepath.Join(s.ws, ".git", "modules", "evil"))
+	absent(t, filepath.Join(nested, "inner", "hooks", "post-checkout"))
+	noStandIns(t, s.ws)
+}
+
 // TestConfigWorktreeCannotBeCreated: with extensions.worktreeConfig on, git reads
 // .git/config.worktree after the protected config, so a command that could create it
 // could set core.fsmonitor for the user's next git command (found by review; it was
