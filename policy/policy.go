@@ -130,14 +130,17 @@
 // git will use is the command's to change (.gitmodules and the index are
 // writable), so the whole directory is kept, not the names .gitmodules lists. The
 // cost: "git submodule add" (and absorbgitdirs) fails in a run in an existing
-// repository; the user adds submodules. Still open (review of that change): within
-// a submodule git directory E, writable, a command can make a git directory E/x of
-// its own; git refuses a submodule git directory nested in another only while the
-// outer one is a valid git directory, and E's HEAD is the command's to break. A
-// .gitmodules that names a submodule "<E's name>/x" then has the user's next "git
-// submodule update --init" use E/x, hooks included. That takes a change to
-// .gitmodules, a tracked file in the working tree: within "running git on a tree an
-// agent wrote" below, not made safe here.
+// repository; the user adds submodules. The .gitmodules of each checkout whose
+// submodules are looked for is kept as well (reason "git"; no stand-in when
+// missing): within a submodule git directory E, writable, a command can make a git
+// directory E/x of its own; git refuses a submodule git directory nested in another
+// only while the outer one is a valid git directory, and E's HEAD is the command's
+// to break. A .gitmodules renamed to name a submodule "<E's name>/x" then had the
+// user's next "git submodule update --init" use E/x, hooks included (review of that
+// change; TestGitmodulesCannotRedirectASubmodule). The cost: "git submodule
+// set-url", and "git mv" or "git rm" of a submodule, fail in a run. Not covered: a
+// repository whose .gitmodules is missing from the working tree while its index or
+// HEAD has one (git then reads that one, and the index is writable).
 //
 // Not found yet, and so not protected: a submodule whose git directory lies inside
 // its checkout when no .gitmodules lists it (git finds gitlinks in the index, which
