@@ -25,16 +25,8 @@ const (
 	maxConfigBytes  = 64 << 10 // a submodule git directory's config, read for core.worktree
 )
 
-// gitStructure is what [gitDirsOf] finds; its doc describes each field.
-type gitStructure struct {
-	dirs, links, checkouts, gitmodules []string
-	pointer                            string
-	modules                            map[string][]string
-	truncated                          bool
-}
-
-// gitDirsOf returns the git directories (dirs) that belong to the writable root r,
-// in a stable order, and r's .git pointer file (pointer) when .git is a file:
+// gitDirsOf returns the git directories that belong to the writable root r, in a
+// stable order, and r's .git pointer file when .git is a file:
 //
 //   - r itself when it looks like a git directory (a bare repository, or the common
 //     directory of a linked worktree added by [Execution.WithWorktreeRoots]);
@@ -65,9 +57,6 @@ type gitStructure struct {
 // in the superproject enters every populated submodule (found by review). So they
 // are protected like r's own pointer file.
 //
-// gitmodules are the .gitmodules files, spelled as found, of the checkouts whose
-// .gitmodules was read (r's own, and each submodule's and linked worktree's).
-//
 // modules maps each git directory listed to the submodule git directories found
 // directly below its modules/ (below the directories a name with slashes makes),
 // spelled as found.
@@ -77,13 +66,7 @@ type gitStructure struct {
 // must protect what holds them instead (a command can make a thousand directories in
 // .git/worktrees or .git/modules to push a real submodule past the limits; found by
 // review).
-func gitDirsOf(r string) gitStructure {
-	var (
-		dirs, links, checkouts, gitmodules []string
-		pointer                            string
-		truncated                          bool
-	)
-	modules := map[string][]string{}
+func gitDirsOf(r string) (dirs []string, pointer string, links, checkouts []string, modules map[string][]string, truncated bool) {
 	var queue []string
 	if looksLikeGitDir(r) {
 		queue = append(queue, r)
@@ -128,6 +111,7 @@ func gitDirsOf(r string) gitStructure {
 		foundWorktree
 	)
 	found := map[string]int{}
+	modules = map[string][]string{}
 	reads := 0
 	for len(queue) > 0 && len(dirs) < maxGitDirs {
 		d := queue[0]
@@ -177,9 +161,6 @@ func gitDirsOf(r string) gitStructure {
 		// so it can only add protection, up to maxGitDirs names.
 		if w, ok := worktreeOf[d]; ok && !gitmodulesRead[w] {
 			gitmodulesRead[w] = true
-			if isRegular(w + "/.gitmodules") {
-				gitmodules = append(gitmodules, w+"/.gitmodules")
-			}
 			for _, p := range submodulePaths(w) {
 				if len(checkouts) >= maxGitDirs {
 					break // (not truncated: a long .gitmodules must not make .git read-only)
@@ -228,8 +209,7 @@ func gitDirsOf(r string) gitStructure {
 			break
 		}
 	}
-	return gitStructure{dirs: dirs, pointer: pointer, links: links, checkouts: checkouts,
-		modules: modules, gitmodules: gitmodules, truncated: truncated}
+	return dirs, pointer, links, checkouts, modules, truncated
 }
 
 // moduleGitDirs walks a modules/ directory: submodule names may contain slashes, so a

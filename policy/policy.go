@@ -130,17 +130,18 @@
 // git will use is the command's to change (.gitmodules and the index are
 // writable), so the whole directory is kept, not the names .gitmodules lists. The
 // cost: "git submodule add" (and absorbgitdirs) fails in a run in an existing
-// repository; the user adds submodules. The .gitmodules of each checkout whose
-// submodules are looked for is kept as well (reason "git"; no stand-in when
-// missing): within a submodule git directory E, writable, a command can make a git
-// directory E/x of its own; git refuses a submodule git directory nested in another
-// only while the outer one is a valid git directory, and E's HEAD is the command's
-// to break. A .gitmodules renamed to name a submodule "<E's name>/x" then had the
-// user's next "git submodule update --init" use E/x, hooks included (review of that
-// change; TestGitmodulesCannotRedirectASubmodule). The cost: "git submodule
-// set-url", and "git mv" or "git rm" of a submodule, fail in a run. Not covered: a
-// repository whose .gitmodules is missing from the working tree while its index or
-// HEAD has one (git then reads that one, and the index is writable).
+// repository; the user adds submodules. Still open (review of that change): within
+// a submodule git directory E, writable, a command can make a git directory E/x of
+// its own; git refuses a submodule git directory nested in another only while the
+// outer one is a valid git directory, and E's HEAD is the command's to break. A
+// .gitmodules that names a submodule "<E's name>/x" then has the user's next "git
+// submodule update --init" use E/x, hooks included. The name is the command's to
+// choose: in the working tree's .gitmodules, in one it creates where there was
+// none, in the index, or in a commit (a second review, 2026-12-02). Keeping
+// .gitmodules read-only (4291e8c) closed only the first, and broke checkout, merge,
+// rebase and reset between commits whose .gitmodules differ (a checkout even exited
+// 0 with the file left stale), so it was reverted. This is within "running git on a
+// tree an agent wrote" below: not made safe here.
 //
 // Not found yet, and so not protected: a submodule whose git directory lies inside
 // its checkout when no .gitmodules lists it (git finds gitlinks in the index, which

@@ -61,10 +61,8 @@ const (
 	ProtectEntry ProtectReason = "protect"
 	// ProtectGit: a file through which git finds or configures a git directory whose
 	// entries are protected: the root's .git pointer file, a git directory's
-	// commondir, and config.worktree beside a protected config; also a git
-	// directory's modules/ and a checkout's .gitmodules, through which git finds
-	// the git directory of a submodule it initialises. Rewriting any of them would
-	// let git read hooks or configuration from somewhere unprotected.
+	// commondir, and config.worktree beside a protected config. Rewriting any of them
+	// would let git read hooks or configuration from somewhere unprotected.
 	ProtectGit ProtectReason = "git"
 	// ProtectPolicy: the policy file or its sibling lock file (SPEC §8).
 	ProtectPolicy ProtectReason = "policy-file"
@@ -162,8 +160,7 @@ func kindOfMissing(p string) PathKind {
 //     config.worktree when ".git/config" or ".git" is protected (a file stand-in
 //     when missing: git reads an empty one as no settings), its modules/ (a
 //     directory stand-in when missing) with its submodule git directories as
-//     Except, and r/.git itself when it is a pointer file; and the .gitmodules of
-//     each checkout whose submodules were looked for (gitDirsOf's gitmodules). Then the .git
+//     Except, and r/.git itself when it is a pointer file. Then the .git
 //     of each submodule checkout and linked worktree whose git directory was found,
 //     where its checkout directory exists (gitDirsOf's checkouts).
 //
@@ -264,9 +261,7 @@ func (x Execution) ProtectedPaths() []ProtectedPath {
 		if len(git) == 0 {
 			continue
 		}
-		gs := gitDirsOf(r)
-		dirs, pointer, links, checkouts, modules, gitmodules := gs.dirs, gs.pointer, gs.links, gs.checkouts, gs.modules, gs.gitmodules
-		truncated := gs.truncated
+		dirs, pointer, links, checkouts, modules, truncated := gitDirsOf(r)
 		if truncated {
 			// Part of the structure was not reached: every git directory found
 			// that holds the rest (the outermost ones) is protected whole, so
@@ -297,8 +292,7 @@ func (x Execution) ProtectedPaths() []ProtectedPath {
 			// the repository into a git directory of the command's; found by
 			// review), their git directories where they are inside, and the links
 			// on the way. The rest of its structure is outside r, read-only anyway.
-			es := gitDirsOf(top)
-			ed, el, ec, em := es.dirs, es.links, es.checkouts, es.modules
+			ed, _, el, ec, em, _ := gitDirsOf(top)
 			if gitConfig {
 				// Its configuration lies outside r, read-only, but what it
 				// includes may lie in r (found by review).
@@ -309,7 +303,6 @@ func (x Execution) ProtectedPaths() []ProtectedPath {
 				}
 			}
 			dirs, modules = slices.DeleteFunc(ed, func(d string) bool { return !canon.LexicallyWithin(d, r) }), em
-			gitmodules = slices.DeleteFunc(es.gitmodules, func(f string) bool { return !canon.LexicallyWithin(canon.Canonical(f), r) })
 			links = slices.DeleteFunc(el, func(l string) bool { return !canon.LexicallyWithin(l, r) })
 			checkouts = slices.DeleteFunc(ec, func(sp string) bool {
 				return !canon.LexicallyWithin(canon.Canonical(path.Dir(sp)), r)
@@ -337,18 +330,6 @@ func (x Execution) ProtectedPaths() []ProtectedPath {
 				add(ProtectedPath{Path: dir + "/.git", Reason: ProtectGit}, "")
 			}
 			for _, l := range linksOn(sp) {
-				add(ProtectedPath{Path: l, Reason: ProtectGit}, PathAbsent)
-			}
-		}
-		// .gitmodules names each submodule, and the name says which git directory
-		// below modules/ git submodule update --init uses. Renamed there to a name
-		// inside an existing submodule git directory (which a command can make
-		// into a git directory of its own once it has broken the outer one), it
-		// sends the user's next update into that (review of 96a43b7). Kept as it
-		// is; missing by the time it is recorded, it gets no stand-in.
-		for _, f := range gitmodules {
-			add(ProtectedPath{Path: canon.Canonical(f), Reason: ProtectGit}, PathAbsent)
-			for _, l := range linksOn(f) {
 				add(ProtectedPath{Path: l, Reason: ProtectGit}, PathAbsent)
 			}
 		}

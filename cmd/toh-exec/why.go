@@ -153,9 +153,6 @@ func because(d policy.Decision, pol policy.Execution) string {
 		}
 	case policy.ProtectGit:
 		what = "a file through which git finds protected hooks and configuration"
-		if path.Base(g.Path) == ".gitmodules" && g.Kind == policy.PathFile {
-			what = "a .gitmodules, whose names say which git directory git submodule update --init uses"
-		}
 		if g.Kind == policy.PathDir && g.Entry == "" && g.GitDir != "" && path.Base(g.Path) == "modules" {
 			// policy.ProtectedPaths: a git directory's modules/.
 			what = "the modules/ of the git directory " + g.GitDir + ", which may gain no entry (git would take one as a submodule's git directory)"
