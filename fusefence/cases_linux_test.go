@@ -156,10 +156,14 @@ var fenceCases = []fenceCase{
 	{name: "unprotected file in a linked worktree gitdir", tree: worktreeTree, dir: ".git/worktrees/wt",
 		v: verdict{dname: RuleProtected}},
 	{name: "submodule gitdir hooks", tree: submoduleTree, dir: ".git/modules/lib/sub/hooks", v: all(RuleProtected)},
-	{name: "submodule gitdir config", tree: submoduleTree, dir: ".git/modules/lib/sub", file: ".git/modules/lib/sub/config",
+	{name: "submodule gitdir config", tree: submoduleCheckoutTree, dir: ".git/modules/lib/sub", file: ".git/modules/lib/sub/config",
 		v: verdict{dir: "", dname: RuleProtected, name: RuleProtected, replace: RuleProtected, link: RuleProtected, content: RuleProtected, create: RuleProtected, dmode: RuleProtected}},
-	{name: "unprotected file in a submodule gitdir", tree: submoduleTree, dir: ".git/modules/lib/sub",
+	{name: "unprotected file in a submodule gitdir", tree: submoduleCheckoutTree, dir: ".git/modules/lib/sub",
 		v: verdict{dname: RuleProtected, dmode: RuleProtected}},
+	// One no checkout leads to (deinitialised, or removed upstream) stays whole:
+	// writable, a command could break it and plant a git directory inside that git
+	// would no longer refuse as nested (review).
+	{name: "unprotected file in a stale submodule gitdir", tree: submoduleTree, dir: ".git/modules/lib/sub", v: all(RuleProtected)},
 	// The checkout's pointer leads git into that directory: rewritten, git would use
 	// one of the command's own (found by review).
 	{name: "submodule checkout pointer", tree: submoduleCheckoutTree, dir: "lib/sub", file: "lib/sub/.git",

@@ -116,7 +116,7 @@
 //     directory of the root (its .git directory or what a .git file names, the
 //     common directory, worktrees/*, modules/**), those git directories' commondir
 //     and config.worktree, which may not be created, their modules/ (which may
-//     gain no entry; beneath the submodule git directories already in it,
+//     gain no entry; beneath the submodule git directories in use in it,
 //     policy.ProtectedPath.Except, only their own protected paths are denied, and
 //     their own names and modes are kept), and a .git pointer file. The
 //     set is resolved when a policy generation starts, protecting every git

@@ -57,9 +57,10 @@ const (
 // in the superproject enters every populated submodule (found by review). So they
 // are protected like r's own pointer file.
 //
-// modules maps each git directory listed to the submodule git directories found
+// modules maps each git directory listed to the submodule git directories in use
 // directly below its modules/ (below the directories a name with slashes makes),
-// spelled as found.
+// spelled as found: those whose checkout's .git leads to them. A stale one (its
+// submodule deinitialised, or removed upstream) is left out.
 //
 // truncated reports that a limit (maxGitDirs, maxModulesDepth, maxModulesReads) cut
 // the walk short: directories it did not reach are then not listed, and the caller
@@ -209,7 +210,23 @@ func gitDirsOf(r string) (dirs []string, pointer string, links, checkouts []stri
 			break
 		}
 	}
+	for d, ms := range modules {
+		modules[d] = slices.DeleteFunc(ms, func(m string) bool {
+			w, ok := worktreeOf[m]
+			return !ok || !leadsTo(w+"/.git", m)
+		})
+	}
 	return dirs, pointer, links, checkouts, modules, truncated
+}
+
+// leadsTo reports whether the checkout's .git entry dotgit leads to the git
+// directory m: a "gitdir:" file naming it, or a link to it.
+func leadsTo(dotgit, m string) bool {
+	m = canon.Canonical(m)
+	if g, ok := readGitPointer(dotgit); ok {
+		return g == m
+	}
+	return canon.Canonical(dotgit) == m
 }
 
 // moduleGitDirs walks a modules/ directory: submodule names may contain slashes, so a

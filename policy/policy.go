@@ -121,8 +121,9 @@
 // settings.
 //
 // Every git directory's modules/ may gain no entry (a missing one included), while
-// the submodule git directories already in it stay writable, all but their own
-// protected paths (ProtectedPath.Except). git takes an existing modules/<name> as
+// the submodule git directories in use in it (a checkout's .git leads there) stay
+// writable, all but their own protected paths (ProtectedPath.Except); a stale one
+// stays read-only. git takes an existing modules/<name> as
 // the git directory of a submodule it initialises, hooks and configuration
 // included, so a command that made one for a submodule not yet initialised had the
 // user's next "git submodule update --init" run a hook of its own, unconfined
@@ -131,9 +132,11 @@
 // writable), so the whole directory is kept, not the names .gitmodules lists. The
 // cost: "git submodule add" (and absorbgitdirs) fails in a run in an existing
 // repository; the user adds submodules. Still open (review of that change): within
-// a submodule git directory E, writable, a command can make a git directory E/x of
-// its own; git refuses a submodule git directory nested in another only while the
-// outer one is a valid git directory, and E's HEAD is the command's to break. A
+// a submodule git directory E in use, writable, a command can make a git directory
+// E/x of its own; git refuses a submodule git directory nested in another only
+// while the outer one is a valid git directory, and E's HEAD is the command's to
+// break (which breaks E's submodule for the user too: keeping stale ones read-only
+// closed the quiet case, where nobody uses E). A
 // .gitmodules that names a submodule "<E's name>/x" then has the user's next "git
 // submodule update --init" use E/x, hooks included. The name is the command's to
 // choose: in the working tree's .gitmodules, in one it creates where there was

@@ -159,8 +159,9 @@ func kindOfMissing(p string) PathKind {
 //     each of those git directories, its commondir (PathCommondir when missing), and
 //     config.worktree when ".git/config" or ".git" is protected (a file stand-in
 //     when missing: git reads an empty one as no settings), its modules/ (a
-//     directory stand-in when missing) with its submodule git directories as
-//     Except, and r/.git itself when it is a pointer file. Then the .git
+//     directory stand-in when missing) with its submodule git directories in use
+//     (a checkout's .git leads there) as Except, and r/.git itself when it is a
+//     pointer file. Then the .git
 //     of each submodule checkout and linked worktree whose git directory was found,
 //     where its checkout directory exists (gitDirsOf's checkouts).
 //
@@ -356,8 +357,11 @@ func (x Execution) ProtectedPaths() []ProtectedPath {
 			// --init" run a hook of its own, unconfined (review F4, 2026-12-02).
 			// Which names git will use is the command's to change (.gitmodules,
 			// the index), so the whole directory is kept, but for the submodule git
-			// directories already in it: commits there must work. Missing, it gets
-			// a directory stand-in.
+			// directories in use in it: commits there must work. A stale one stays
+			// read-only: git refuses a git directory nested in another only while
+			// the outer one is valid, and a writable one the command could break,
+			// with a git directory of its own inside, unnoticed (review). Missing,
+			// modules/ gets a directory stand-in.
 			var except []string
 			for _, m := range modules[d] {
 				except = append(except, canon.Canonical(m))

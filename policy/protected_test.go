@@ -919,6 +919,22 @@ func TestProtectedPathsModulesFrozen(t *testing.T) {
 	if d := x.Decide(filepath.Join(sub, "index"), OpWrite); d.Allow {
 		t.Errorf("with .git protected whole: %+v", d)
 	}
+	// A stale submodule git directory (deinitialised: no checkout's .git leads
+	// there) stays read-only: writable, a command could break its HEAD and make a
+	// git directory of its own inside, which git then no longer refuses as nested.
+	git(main, "submodule", "deinit", "-q", "-f", "vendor/lib")
+	if _, err := os.Stat(filepath.Join(sub, "HEAD")); err != nil {
+		t.Fatalf("premise: deinit removed the git directory: %v", err)
+	}
+	x = wwExec(main)
+	for _, pp := range x.ProtectedPaths() {
+		if pp.Path == modules && len(pp.Except) != 0 {
+			t.Errorf("a stale submodule git directory is excepted: %+v", pp)
+		}
+	}
+	if d := x.Decide(filepath.Join(sub, "index"), OpWrite); d.Allow || d.Rule != RuleProtected {
+		t.Errorf("write in a stale submodule git directory: %+v", d)
+	}
 	// Without modules/ it is listed missing, with nothing excepted.
 	if err := os.RemoveAll(modules); err != nil {
 		t.Fatal(err)

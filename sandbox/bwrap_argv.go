@@ -360,7 +360,21 @@ func bwrapGuards(pps []policy.ProtectedPath, bound []string) []bwrapGuard {
 		out = append(out, g)
 	}
 	sort.SliceStable(out, func(i, j int) bool { return pathLess(out[i].path, out[j].path) })
-	return out
+	// A guard inside another's read-only bind (and not within one of its except
+	// directories) is read-only already: a stale submodule git directory's hooks
+	// and config inside a kept modules/, everything inside a .git kept whole. It
+	// would only cost a bind, pins and stand-ins.
+	return slices.DeleteFunc(out, func(g bwrapGuard) bool {
+		return slices.ContainsFunc(out, func(h bwrapGuard) bool {
+			return h.path != g.path && h.readOnlyBound() && canon.LexicallyWithin(g.path, h.path) && !policy.Excepted(h.except, g.path)
+		})
+	})
+}
+
+// readOnlyBound reports whether g gets a read-only bind of its own: it exists or
+// gets a stand-in, and is no blocker's stand-in nor a link (see bwrapGuardOptions).
+func (g bwrapGuard) readOnlyBound() bool {
+	return g.blocker == "" && !(g.kind == policy.PathLink && g.exists) && (g.exists || g.kind != policy.PathAbsent)
 }
 
 // bwrapGuardOptions pins every directory between a bound root and a guarded path with
@@ -392,9 +406,8 @@ func bwrapGuardOptions(guards []bwrapGuard, bound []string) []string {
 	for _, d := range pins {
 		out = append(out, "--bind", d, d)
 	}
-	rebound := func(g bwrapGuard) bool { return g.blocker == "" && !(g.kind == policy.PathLink && g.exists) }
 	for _, g := range guards {
-		if !rebound(g) {
+		if !g.readOnlyBound() {
 			continue
 		}
 		out = append(out, "--ro-bind", g.path, g.path)
@@ -402,12 +415,9 @@ func bwrapGuardOptions(guards []bwrapGuard, bound []string) []string {
 		// from the host's tree, not from the read-only view), and the pins within
 		// them after them, since the recursive read-only bind took those too.
 		// Guards within them come later in this order and cover what they must.
-		// Within another read-only guard (.git kept whole) they stay read-only,
-		// unless it lies within that guard's own except directories (a nested
-		// submodule's modules/; found by review).
-		if !g.exists || slices.ContainsFunc(guards, func(h bwrapGuard) bool {
-			return h.path != g.path && rebound(h) && canon.LexicallyWithin(g.path, h.path) && !policy.Excepted(h.except, g.path)
-		}) {
+		// (A guard within another's read-only part, .git kept whole, is not
+		// here: bwrapGuards drops it, excepts and all.)
+		if !g.exists {
 			continue
 		}
 		for _, e := range g.except {

@@ -92,11 +92,15 @@ func TestBwrapArgvGolden(t *testing.T) {
 	// the outside file inside.
 	wsRoots := []string{ws}
 	// A repository without .git/hooks, and a protected file below a missing directory:
-	// both get stand-ins, named in the argv, created only by Run.
+	// both get stand-ins, named in the argv, created only by Run. Its submodule lib
+	// is in use (lib/.git leads to its git directory), so modules/lib is rebound
+	// writable; modules/stale is no checkout's and stays read-only.
 	repo := filepath.Join(dir, "repo")
 	testutil.MakeTree(t, dir, "file repo/.git/HEAD ref: refs/heads/main", "file repo/.git/config [core]",
 		"dir repo/.git/objects", "dir repo/.git/refs", "dir repo/.git/modules/lib/hooks",
-		"file repo/.git/modules/lib/HEAD ref: refs/heads/main", "dir repo/.git/modules/lib/objects", "dir repo/.git/modules/lib/refs")
+		"file repo/.git/modules/lib/HEAD ref: refs/heads/main", "dir repo/.git/modules/lib/objects", "dir repo/.git/modules/lib/refs",
+		"file repo/lib/.git gitdir: ../.git/modules/lib",
+		"file repo/.git/modules/stale/HEAD ref: refs/heads/main", "dir repo/.git/modules/stale/objects", "dir repo/.git/modules/stale/refs")
 	repoBefore := treeNames(t, dir)
 
 	tests := []struct {

@@ -50,7 +50,8 @@
 //	protect, a symlink's own name   run refused      (all read-only)       NOT governed
 //	missing commondir               stand-in "."     (all read-only)       NOT governed
 //	git modules/: no new entry      read-only bind,  (all read-only)       NOT governed
-//	  (submodule git dirs writable) those rebound
+//	  (submodule git dirs in use    those rebound
+//	  writable)
 //	missing policy lock             NOT governed     (all read-only)       NOT governed
 //
 // Seatbelt (macOS, built and golden-tested here, never run): every protected path,

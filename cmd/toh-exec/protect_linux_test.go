@@ -502,6 +502,53 @@ printf '#!/bin/sh\ntouch %[2]q\n' > .git/modules/%[1]s/hooks/post-checkout && ch
 	}
 }
 
+// TestStaleSubmoduleGitDirStaysReadOnly: a submodule git directory no checkout
+// uses any more (deinitialised, or left from a submodule removed upstream) stays
+// read-only in a run. Writable, a command could make a git directory of its own
+// inside it (old/x) and move its HEAD away, after which git no longer refuses
+// old/x as nested in a valid git directory; a .gitmodules that then names lib2
+// "old/x" had the user's next "git submodule update --init" run its hook (review
+// of 96a43b7, F5). Negative control: the plant is refused and old is unchanged,
+// and the user's update after the rename runs nothing of the command's.
+func TestStaleSubmoduleGitDirStaysReadOnly(t *testing.T) {
+	s := newGitScratch(t)
+	lib2, old, origin := s.committedRepo(t, "lib2"), s.committedRepo(t, "old"), s.committedRepo(t, "origin")
+	s.git(t, origin, "submodule", "add", "-q", lib2, "lib2")
+	s.git(t, origin, "commit", "-q", "-m", "lib2")
+	if err := os.RemoveAll(s.ws); err != nil {
+		t.Fatal(err)
+	}
+	s.git(t, s.beside, "clone", "-q", origin, s.ws)
+	s.git(t, s.ws, "submodule", "add", "-q", old, "old")
+	s.git(t, s.ws, "commit", "-q", "-m", "old")
+	s.git(t, s.ws, "submodule", "deinit", "-q", "-f", "old")
+	stale := filepath.Join(s.ws, ".git", "modules", "old")
+	before := treeState(t, stale)
+	pwned := filepath.Join(s.beside, "PWNED")
+	e := s.confined(t, s.ws, fmt.Sprintf(`g clone -q --no-checkout --separate-git-dir .git/modules/old/x "$1" "${TMPDIR:-/tmp}/x" &&
+printf '#!/bin/sh\ntouch %q\n' > .git/modules/old/x/hooks/post-checkout && chmod +x .git/modules/old/x/hooks/post-checkout &&
+mv .git/modules/old/HEAD .git/modules/old/HEAD.away`, pwned), lib2)
+	refused(t, "a git directory planted in a stale submodule git directory", e)
+	for _, attack := range []string{
+		"mv .git/modules/old/HEAD .git/modules/old/HEAD.away",
+		"echo evil > .git/modules/old/hooks/post-checkout",
+		"echo '[core] fsmonitor = x' >> .git/modules/old/config",
+		"mkdir .git/modules/old/refs/x",
+	} {
+		refused(t, attack, s.confined(t, s.ws, attack))
+	}
+	sameTree(t, "the attacks on the stale git directory", before, treeState(t, stale))
+	s.mustRun(t, s.ws, "g config -f .gitmodules --rename-section submodule.lib2 submodule.old/x")
+	cmd := exec.Command("git", "-c", "protocol.file.allow=always", "submodule", "update", "-q", "--init", "lib2")
+	cmd.Dir, cmd.Env = s.ws, append(os.Environ(), s.env...)
+	out, err := cmd.CombinedOutput()
+	t.Logf("the user's update: %v %s", err, out)
+	if _, err := os.Stat(pwned); err == nil {
+		t.Fatal("the user's git submodule update ran a hook the command planted")
+	}
+	noStandIns(t, s.ws)
+}
+
 // TestNestedSubmoduleCommit: a submodule's own modules/ is kept like the
 // superproject's, and the git directories in it stay writable: a commit in a nested
 // submodule works. Under bwrap that needs the nested except directories rebound
