@@ -131,20 +131,22 @@
 // git will use is the command's to change (.gitmodules and the index are
 // writable), so the whole directory is kept, not the names .gitmodules lists. The
 // cost: "git submodule add" (and absorbgitdirs) fails in a run in an existing
-// repository; the user adds submodules. Still open (review of that change): within
-// a submodule git directory E in use, writable, a command can make a git directory
-// E/x of its own; git refuses a submodule git directory nested in another only
-// while the outer one is a valid git directory, and E's HEAD is the command's to
-// break (which breaks E's submodule for the user too: keeping stale ones read-only
-// closed the quiet case, where nobody uses E). A
-// .gitmodules that names a submodule "<E's name>/x" then has the user's next "git
-// submodule update --init" use E/x, hooks included. The name is the command's to
-// choose: in the working tree's .gitmodules, in one it creates where there was
-// none, in the index, or in a commit (a second review, 2026-12-02). Keeping
-// .gitmodules read-only (4291e8c) closed only the first, and broke checkout, merge,
-// rebase and reset between commits whose .gitmodules differ (a checkout even exited
-// 0 with the file left stale), so it was reverted. This is within "running git on a
-// tree an agent wrote" below: not made safe here.
+// repository; the user adds submodules.
+//
+// Found by review of that change: within a submodule git directory E, writable, a
+// command can make a git directory E/x of its own, and git refuses a submodule git
+// directory nested in another only while the outer one is a valid git directory,
+// which E stops being when the command moves its HEAD away. A .gitmodules that
+// names a submodule "<E's name>/x" then had the user's next "git submodule update
+// --init" use E/x, hooks included. The name is the command's to choose (in the
+// working tree's .gitmodules, in one it creates where there was none, in the index
+// or in a commit), and keeping .gitmodules read-only (4291e8c) closed only the first
+// while breaking checkout, merge, rebase and reset between commits whose .gitmodules
+// differ, so it was reverted. What holds instead: only the submodule git
+// directories in use are writable (a stale one stays read-only), and after a bwrap
+// run toh-exec puts back what the command left invalid in them
+// (sandbox/heads_linux.go). Fenced runs and the standing fence have no such step;
+// there it stays open, within "running git on a tree an agent wrote" below.
 //
 // Not found yet, and so not protected: a submodule whose git directory lies inside
 // its checkout when no .gitmodules lists it (git finds gitlinks in the index, which

@@ -301,7 +301,15 @@ func Run(c Confined, pol policy.Execution, dir string, env []string, stdio Stdio
 		if err != nil {
 			return facts, &SpawnError{Argv0: c.Argv[0], Err: fmt.Errorf("preparing protected paths: %w", err)}
 		}
-		defer s.release()
+		defer func() {
+			// The run is over: bwrap's PID namespace took every process in it.
+			for _, note := range s.restoreHeads() {
+				if stdio.Stderr != nil {
+					fmt.Fprintf(stdio.Stderr, "toh-exec: %s\n", note)
+				}
+			}
+			s.release()
+		}()
 	} else if interrupted() {
 		return facts, &SpawnError{Argv0: c.Argv[0], Err: &InterruptedError{Signal: pending}}
 	}

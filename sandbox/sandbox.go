@@ -52,6 +52,8 @@
 //	git modules/: no new entry      read-only bind,  (all read-only)       NOT governed
 //	  (submodule git dirs in use    those rebound
 //	  writable)
+//	a submodule git dir in use      put back after   (all read-only)       NOT governed
+//	  left invalid (its HEAD)       the run
 //	missing policy lock             NOT governed     (all read-only)       NOT governed
 //
 // Seatbelt (macOS, built and golden-tested here, never run): every protected path,

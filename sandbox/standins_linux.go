@@ -111,6 +111,7 @@ type standIns struct {
 	// below a guard's base, the guarded path included.
 	candidates  map[string]bool
 	interrupted func() bool
+	heads       []savedHead // see heads_linux.go
 }
 
 type heldDir struct {
@@ -140,6 +141,7 @@ func (p *standInPlan) prepare(interrupted func() bool) (*standIns, error) {
 			return nil, err
 		}
 	}
+	s.saveHeads(p.guards)
 	return s, nil
 }
 

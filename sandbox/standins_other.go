@@ -12,3 +12,5 @@ func (p *standInPlan) prepare(func() bool) (*standIns, error) {
 }
 
 func (s *standIns) release() {}
+
+func (s *standIns) restoreHeads() []string { return nil }

@@ -549,6 +549,92 @@ mv .git/modules/old/HEAD .git/modules/old/HEAD.away`, pwned), lib2)
 	noStandIns(t, s.ws)
 }
 
+// TestSubmoduleGitDirStaysValid: a submodule git directory in use stays writable
+// (commits), so a command can break it: move its HEAD away, and make a git
+// directory of its own inside it (lib/x), which git refuses as another submodule's
+// only while lib is valid; a .gitmodules naming lib2 "lib/x" then had the user's
+// next "git submodule update --init" use lib/x (review, F5). After a bwrap run
+// toh-exec puts back what the command left invalid, and says so. Negative control:
+// after the whole chain git refuses lib/x, and the user's update and status run
+// nothing of the command's; positive: a commit on lib's detached HEAD stays.
+func TestSubmoduleGitDirStaysValid(t *testing.T) {
+	s := newGitScratch(t)
+	lib, lib2, origin := s.committedRepo(t, "lib"), s.committedRepo(t, "lib2"), s.committedRepo(t, "origin")
+	s.git(t, origin, "submodule", "add", "-q", lib, "lib")
+	s.git(t, origin, "submodule", "add", "-q", lib2, "lib2")
+	s.git(t, origin, "commit", "-q", "-m", "subs")
+	if err := os.RemoveAll(s.ws); err != nil {
+		t.Fatal(err)
+	}
+	s.git(t, s.beside, "clone", "-q", origin, s.ws)
+	s.git(t, s.ws, "submodule", "update", "-q", "--init", "lib")
+	gd := filepath.Join(s.ws, ".git", "modules", "lib")
+	head, err := os.ReadFile(filepath.Join(gd, "HEAD"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ breaks, fixed string }{
+		{"mv .git/modules/lib/HEAD .git/modules/lib/HEAD.away", "HEAD"},
+		{"printf 'not a ref' > .git/modules/lib/HEAD", "HEAD"},
+		{"rm -rf .git/modules/lib/HEAD && mkdir .git/modules/lib/HEAD", "HEAD"},
+		{"mv .git/modules/lib/refs .git/modules/lib/refs.away", "an empty refs/"},
+		{"mv .git/modules/lib/objects .git/modules/lib/objects.away && echo x > .git/modules/lib/objects", "an empty objects/"},
+	} {
+		e := s.mustRun(t, s.ws, c.breaks)
+		if !strings.Contains(*e.Stderr, "put back "+c.fixed) {
+			t.Errorf("%s: no note of what was put back: %q", c.breaks, *e.Stderr)
+		}
+		if got, _ := os.ReadFile(filepath.Join(gd, "HEAD")); !bytes.Equal(got, head) {
+			t.Errorf("%s: HEAD is %q, want %q", c.breaks, got, head)
+		}
+		for _, d := range []string{"objects", "refs"} {
+			if fi, err := os.Stat(filepath.Join(gd, d)); err != nil || !fi.IsDir() {
+				t.Errorf("%s: %s is not a directory: %v", c.breaks, d, err)
+			}
+		}
+		// What the command put aside comes back by the user's hand.
+		for _, d := range []string{"objects", "refs"} {
+			if _, err := os.Stat(filepath.Join(gd, d+".away")); err == nil {
+				os.RemoveAll(filepath.Join(gd, d))
+				if err := os.Rename(filepath.Join(gd, d+".away"), filepath.Join(gd, d)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		for _, junk := range []string{"HEAD.away", "HEAD.toh-aside", "objects.toh-aside"} {
+			os.RemoveAll(filepath.Join(gd, junk))
+		}
+	}
+	// The whole chain, then the user's update.
+	pwned := filepath.Join(s.beside, "PWNED")
+	s.mustRun(t, s.ws, fmt.Sprintf(`g clone -q --no-checkout --separate-git-dir .git/modules/lib/x "$1" "${TMPDIR:-/tmp}/x"
+printf '#!/bin/sh\ntouch %[1]q\n' > .git/modules/lib/x/hooks/post-checkout && chmod +x .git/modules/lib/x/hooks/post-checkout
+g -C .git/modules/lib/x config core.fsmonitor 'touch %[1]q; false'
+mv .git/modules/lib/HEAD .git/modules/lib/HEAD.away
+g config -f .gitmodules --rename-section submodule.lib2 submodule.lib/x`, pwned), lib2)
+	cmd := exec.Command("git", "-c", "protocol.file.allow=always", "submodule", "update", "-q", "--init", "lib2")
+	cmd.Dir, cmd.Env = s.ws, append(os.Environ(), s.env...)
+	out, err := cmd.CombinedOutput()
+	t.Logf("the user's update: %v %s", err, out)
+	cmd = exec.Command("git", "status", "--short")
+	cmd.Dir, cmd.Env = s.ws, append(os.Environ(), s.env...)
+	out, err = cmd.CombinedOutput()
+	t.Logf("the user's status: %v %s", err, out)
+	if _, err := os.Stat(pwned); err == nil {
+		t.Fatal("the user's git ran a hook or fsmonitor the command planted")
+	}
+	if b, _ := os.ReadFile(filepath.Join(s.ws, "lib2", ".git")); strings.Contains(string(b), "modules/lib/x") {
+		t.Fatalf("lib2 leads to the command's git directory: %q", b)
+	}
+	// Positive: a commit on the detached HEAD is the command's to make, and stays.
+	s.mustRun(t, s.ws, "cd lib && echo z > z && g add z && g commit -q -m detached")
+	want := s.git(t, filepath.Join(s.ws, "lib"), "rev-parse", "HEAD")
+	if got, _ := os.ReadFile(filepath.Join(gd, "HEAD")); strings.TrimSpace(string(got)) != want {
+		t.Errorf("HEAD after a commit = %q, want %s", got, want)
+	}
+	noStandIns(t, s.ws)
+}
+
 // TestNestedSubmoduleCommit: a submodule's own modules/ is kept like the
 // superproject's, and the git directories in it stay writable: a commit in a nested
 // submodule works. Under bwrap that needs the nested except directories rebound

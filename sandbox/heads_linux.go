@@ -1,0 +1,219 @@
+package sandbox
+
+// Keeping the submodule git directories in use valid across a bwrap run.
+//
+// A git directory's modules/ gains no entry in a run, but the submodule git
+// directories in use in it stay writable (policy.ProtectedPath.Except), so that
+// commits in submodules work. git refuses to take a directory nested in one of them
+// (modules/lib/x) as another submodule's git directory only while the outer one is a
+// valid git directory: HEAD a ref or an object name, objects/ and refs/ directories
+// (git's is_git_directory). A command that broke lib's HEAD and made lib/x a git
+// directory of its own could therefore have the user's next "git submodule update
+// --init" use lib/x, hooks included, once a .gitmodules named a submodule "lib/x"
+// (review, 2026-12-02; the name is the command's to choose). So Run reads each such
+// directory's HEAD before the run and, after it, puts back what the command left
+// invalid: the HEAD it read, an empty objects/ or refs/ where they are gone (what
+// was there is set aside, never removed), and says so on stderr. A HEAD the command
+// changed to another valid one (a commit on a detached HEAD) stays.
+//
+// Only bwrap runs do this (their stand-ins carry it). Fenced runs (--fence) and the
+// standing fence (toh-mount) do not, and under them the gap stays open (the policy
+// doc says so); neither does Landlock, which keeps no protected path at all.
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/toh-sandbox/toh/canon"
+	"golang.org/x/sys/unix"
+)
+
+// savedHead is one submodule git directory in use and its HEAD when the run began.
+type savedHead struct {
+	root, dir string // the bound root, and the git directory (absolute) within it
+	head      []byte
+}
+
+// maxHeadBytes is as much of HEAD as git reads to validate it.
+const maxHeadBytes = 255
+
+// saveHeads records the HEAD of every except directory of the guards, where it is
+// valid now (one that is not is left alone: nothing to put back).
+func (s *standIns) saveHeads(guards []bwrapGuard) {
+	for _, g := range guards {
+		if !g.exists {
+			continue
+		}
+		for _, e := range g.except {
+			fd, err := s.openGitDir(g.root, e)
+			if err != nil {
+				continue
+			}
+			if head, ok := readHead(fd); ok && validHead(head) {
+				s.heads = append(s.heads, savedHead{root: g.root, dir: e, head: head})
+			}
+			unix.Close(fd)
+		}
+	}
+}
+
+// restoreHeads makes each saved git directory valid again, as saveHeads describes,
+// and returns one note per directory it mended.
+func (s *standIns) restoreHeads() []string {
+	var notes []string
+	for _, h := range s.heads {
+		fd, err := s.openGitDir(h.root, h.dir)
+		if err != nil {
+			continue
+		}
+		if fixed := mendGitDir(fd, h.head); len(fixed) > 0 {
+			notes = append(notes, fmt.Sprintf("the command left the submodule git directory %s invalid; put back %s, "+
+				"so that git goes on refusing a git directory nested in it as a submodule's", h.dir, strings.Join(fixed, ", ")))
+		}
+		unix.Close(fd)
+	}
+	return notes
+}
+
+// openGitDir opens dir, within root, as a directory, following no symlink.
+func (s *standIns) openGitDir(root, dir string) (int, error) {
+	rootFd, err := s.root(root)
+	if err != nil {
+		return -1, err
+	}
+	return canon.OpenBeneath(rootFd, relBelow(dir, root), unix.O_RDONLY|unix.O_DIRECTORY, 0)
+}
+
+// mendGitDir puts head back as fd's HEAD where HEAD is not valid, and an empty
+// objects/ or refs/ where either is not a directory; it returns what it put back.
+func mendGitDir(fd int, head []byte) []string {
+	var fixed []string
+	if !headValidAt(fd) {
+		if putBackHead(fd, head) == nil {
+			fixed = append(fixed, "HEAD ("+strconv.Quote(strings.TrimSpace(string(head)))+")")
+		}
+	}
+	for _, name := range []string{"objects", "refs"} {
+		var st unix.Stat_t
+		err := unix.Fstatat(fd, name, &st, 0) // git's access(X_OK) follows a link too
+		if err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			continue
+		}
+		if err == nil || err != unix.ENOENT {
+			if setAside(fd, name) != nil {
+				continue
+			}
+		}
+		if unix.Mkdirat(fd, name, 0o755) == nil {
+			fixed = append(fixed, "an empty "+name+"/")
+		}
+	}
+	return fixed
+}
+
+// headValidAt is git's validate_headref for fd's HEAD: a symlink into refs/, or a
+// file holding "ref: refs/..." or an object name.
+func headValidAt(fd int) bool {
+	var st unix.Stat_t
+	if unix.Fstatat(fd, "HEAD", &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+		return false
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		buf := make([]byte, 4096)
+		n, err := unix.Readlinkat(fd, "HEAD", buf)
+		return err == nil && bytes.HasPrefix(buf[:n], []byte("refs/"))
+	}
+	head, ok := readHead(fd)
+	return ok && validHead(head)
+}
+
+// readHead reads the start of fd's HEAD, not following a symlink.
+func readHead(fd int) ([]byte, bool) {
+	f, err := unix.Openat(fd, "HEAD", unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, false
+	}
+	defer unix.Close(f)
+	var st unix.Stat_t
+	if unix.Fstat(f, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, false
+	}
+	buf := make([]byte, maxHeadBytes)
+	n := 0
+	for n < len(buf) {
+		k, err := unix.Read(f, buf[n:])
+		if err != nil {
+			return nil, false
+		}
+		if k == 0 {
+			break
+		}
+		n += k
+	}
+	return buf[:n], true
+}
+
+// validHead is the content rule of git's validate_headref: "ref:", optional white
+// space, "refs/..."; or an object name in hex at the start.
+func validHead(b []byte) bool {
+	if rest, ok := bytes.CutPrefix(b, []byte("ref:")); ok {
+		return bytes.HasPrefix(bytes.TrimLeft(rest, " \t\n\v\f\r"), []byte("refs/"))
+	}
+	const sha1Hex = 40
+	if len(b) < sha1Hex {
+		return false
+	}
+	for _, c := range b[:sha1Hex] {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+			return false
+		}
+	}
+	return true
+}
+
+// putBackHead replaces fd's HEAD by a file holding head: written under a name of
+// its own, then renamed over it. A directory in HEAD's place is set aside first.
+func putBackHead(fd int, head []byte) error {
+	const tmp = "HEAD.toh-restore"
+	_ = unix.Unlinkat(fd, tmp, 0)
+	f, err := unix.Openat(fd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		return err
+	}
+	_, werr := unix.Write(f, head)
+	unix.Close(f)
+	if werr != nil {
+		unix.Unlinkat(fd, tmp, 0)
+		return werr
+	}
+	var st unix.Stat_t
+	if unix.Fstatat(fd, "HEAD", &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		if err := setAside(fd, "HEAD"); err != nil {
+			unix.Unlinkat(fd, tmp, 0)
+			return err
+		}
+	}
+	if err := unix.Renameat(fd, tmp, fd, "HEAD"); err != nil {
+		unix.Unlinkat(fd, tmp, 0)
+		return err
+	}
+	return nil
+}
+
+// setAside renames name in fd to a free name beside it: what the command put there
+// is kept, never removed.
+func setAside(fd int, name string) error {
+	for i := 0; i < 100; i++ {
+		aside := name + ".toh-aside"
+		if i > 0 {
+			aside += "-" + strconv.Itoa(i)
+		}
+		err := unix.Renameat2(fd, name, fd, aside, unix.RENAME_NOREPLACE)
+		if err != unix.EEXIST {
+			return err
+		}
+	}
+	return unix.EEXIST
+}
