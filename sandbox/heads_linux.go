@@ -12,9 +12,13 @@ package sandbox
 // --init" use lib/x, hooks included, once a .gitmodules named a submodule "lib/x"
 // (review, 2026-12-02; the name is the command's to choose). So Run reads each such
 // directory's HEAD before the run and, after it, puts back what the command left
-// invalid: the HEAD it read, an empty objects/ or refs/ where they are gone (what
-// was there is set aside, never removed), and says so on stderr. A HEAD the command
-// changed to another valid one (a commit on a detached HEAD) stays.
+// invalid by git's rule: the HEAD it read; objects/ and refs/ that git cannot search
+// (access X_OK: a directory without the permission gets u+rwx, anything else, a
+// dangling link included, is set aside for an empty directory; nothing is removed);
+// and says so on stderr. What it cannot put back it names in a WARNING line. A HEAD
+// the command changed to another valid one (a commit on a detached HEAD) stays. A
+// third review beat a first version four ways (a dangling link, chmod 0, blocked
+// temporary names, a 40-digit HEAD in a SHA-256 repository).
 //
 // Only bwrap runs do this (their stand-ins carry it). Fenced runs (--fence) and the
 // standing fence (toh-mount) do not, and under them the gap stays open (the policy
@@ -22,7 +26,10 @@ package sandbox
 
 import (
 	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -34,6 +41,7 @@ import (
 type savedHead struct {
 	root, dir string // the bound root, and the git directory (absolute) within it
 	head      []byte
+	hexsz     int // the length of an object name in hex: 40 (SHA-1) or 64 (SHA-256)
 }
 
 // maxHeadBytes is as much of HEAD as git reads to validate it.
@@ -51,8 +59,9 @@ func (s *standIns) saveHeads(guards []bwrapGuard) {
 			if err != nil {
 				continue
 			}
-			if head, ok := readHead(fd); ok && validHead(head) {
-				s.heads = append(s.heads, savedHead{root: g.root, dir: e, head: head})
+			hexsz := objectNameHex(fd)
+			if head, ok := readHead(fd); ok && validHead(head, hexsz) {
+				s.heads = append(s.heads, savedHead{root: g.root, dir: e, head: head, hexsz: hexsz})
 			}
 			unix.Close(fd)
 		}
@@ -68,9 +77,15 @@ func (s *standIns) restoreHeads() []string {
 		if err != nil {
 			continue
 		}
-		if fixed := mendGitDir(fd, h.head); len(fixed) > 0 {
+		fixed, left := mendGitDir(fd, h.head, h.hexsz)
+		if len(fixed) > 0 {
 			notes = append(notes, fmt.Sprintf("the command left the submodule git directory %s invalid; put back %s, "+
 				"so that git goes on refusing a git directory nested in it as a submodule's", h.dir, strings.Join(fixed, ", ")))
+		}
+		if left != "" {
+			notes = append(notes, fmt.Sprintf("WARNING: the command left the submodule git directory %s invalid (%s), and it "+
+				"could not be put back: until it is mended, git takes a git directory nested in it as a submodule's, "+
+				"hooks included; look for one before you run git submodule update", h.dir, left))
 		}
 		unix.Close(fd)
 	}
@@ -86,36 +101,47 @@ func (s *standIns) openGitDir(root, dir string) (int, error) {
 	return canon.OpenBeneath(rootFd, relBelow(dir, root), unix.O_RDONLY|unix.O_DIRECTORY, 0)
 }
 
-// mendGitDir puts head back as fd's HEAD where HEAD is not valid, and an empty
-// objects/ or refs/ where either is not a directory; it returns what it put back.
-func mendGitDir(fd int, head []byte) []string {
-	var fixed []string
-	if !headValidAt(fd) {
-		if putBackHead(fd, head) == nil {
-			fixed = append(fixed, "HEAD ("+strconv.Quote(strings.TrimSpace(string(head)))+")")
-		}
+// mendGitDir makes fd a git directory again by git's rule (is_git_directory): where
+// HEAD is not valid it puts head back; where objects/ or refs/ cannot be searched
+// (access X_OK, as git asks), a real directory gets u+rwx and anything else is set
+// aside for an empty directory. It returns what it put back, and what is still
+// invalid afterwards ("" when nothing).
+func mendGitDir(fd int, head []byte, hexsz int) (fixed []string, left string) {
+	if !headValidAt(fd, hexsz) && putBackHead(fd, head) == nil {
+		fixed = append(fixed, "HEAD ("+strconv.Quote(strings.TrimSpace(string(head)))+")")
 	}
 	for _, name := range []string{"objects", "refs"} {
-		var st unix.Stat_t
-		err := unix.Fstatat(fd, name, &st, 0) // git's access(X_OK) follows a link too
-		if err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		if unix.Faccessat(fd, name, unix.X_OK, 0) == nil {
 			continue
 		}
-		if err == nil || err != unix.ENOENT {
-			if setAside(fd, name) != nil {
-				continue
+		var st unix.Stat_t
+		switch err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); {
+		case err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR:
+			if unix.Fchmodat(fd, name, st.Mode&0o7777|0o700, 0) == nil {
+				fixed = append(fixed, "the permissions of "+name+"/")
+			}
+		case err == nil && setAside(fd, name) != nil:
+		case err == nil || err == unix.ENOENT:
+			if unix.Mkdirat(fd, name, 0o755) == nil {
+				fixed = append(fixed, "an empty "+name+"/")
 			}
 		}
-		if unix.Mkdirat(fd, name, 0o755) == nil {
-			fixed = append(fixed, "an empty "+name+"/")
+	}
+	var bad []string
+	if !headValidAt(fd, hexsz) {
+		bad = append(bad, "HEAD")
+	}
+	for _, name := range []string{"objects", "refs"} {
+		if unix.Faccessat(fd, name, unix.X_OK, 0) != nil {
+			bad = append(bad, name+"/")
 		}
 	}
-	return fixed
+	return fixed, strings.Join(bad, ", ")
 }
 
 // headValidAt is git's validate_headref for fd's HEAD: a symlink into refs/, or a
 // file holding "ref: refs/..." or an object name.
-func headValidAt(fd int) bool {
+func headValidAt(fd int, hexsz int) bool {
 	var st unix.Stat_t
 	if unix.Fstatat(fd, "HEAD", &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
 		return false
@@ -126,7 +152,7 @@ func headValidAt(fd int) bool {
 		return err == nil && bytes.HasPrefix(buf[:n], []byte("refs/"))
 	}
 	head, ok := readHead(fd)
-	return ok && validHead(head)
+	return ok && validHead(head, hexsz)
 }
 
 // readHead reads the start of fd's HEAD, not following a symlink.
@@ -156,16 +182,16 @@ func readHead(fd int) ([]byte, bool) {
 }
 
 // validHead is the content rule of git's validate_headref: "ref:", optional white
-// space, "refs/..."; or an object name in hex at the start.
-func validHead(b []byte) bool {
+// space, "refs/..."; or an object name of hexsz hex digits at the start (git's
+// get_oid_hex: what follows does not matter).
+func validHead(b []byte, hexsz int) bool {
 	if rest, ok := bytes.CutPrefix(b, []byte("ref:")); ok {
 		return bytes.HasPrefix(bytes.TrimLeft(rest, " \t\n\v\f\r"), []byte("refs/"))
 	}
-	const sha1Hex = 40
-	if len(b) < sha1Hex {
+	if len(b) < hexsz {
 		return false
 	}
-	for _, c := range b[:sha1Hex] {
+	for _, c := range b[:hexsz] {
 		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
 			return false
 		}
@@ -173,14 +199,43 @@ func validHead(b []byte) bool {
 	return true
 }
 
-// putBackHead replaces fd's HEAD by a file holding head: written under a name of
-// its own, then renamed over it. A directory in HEAD's place is set aside first.
-func putBackHead(fd int, head []byte) error {
-	const tmp = "HEAD.toh-restore"
-	_ = unix.Unlinkat(fd, tmp, 0)
-	f, err := unix.Openat(fd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+// objectNameHex is the length of an object name in hex in the git directory fd: 64
+// where its config sets extensions.objectFormat to sha256, else 40. The config is a
+// protected path, the user's, so a plain reading is enough; one that cannot be read
+// counts as SHA-1, under which a SHA-256 name passes too.
+func objectNameHex(fd int) int {
+	f, err := unix.Openat(fd, "config", unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return err
+		return 40
+	}
+	defer unix.Close(f)
+	buf := make([]byte, 64<<10)
+	n, _ := unix.Read(f, buf)
+	if n > 0 && objectFormatSHA256.Match(buf[:n]) {
+		return 64
+	}
+	return 40
+}
+
+// objectFormatSHA256 finds "objectformat = sha256" in a config, in any case.
+var objectFormatSHA256 = regexp.MustCompile(`(?im)^[ \t]*objectformat[ \t]*=[ \t]*"?sha256"?[ \t]*(?:[#;].*)?$`)
+
+// putBackHead replaces fd's HEAD by a file holding head: written under a name of
+// its own (random, so that the command cannot have taken it), then renamed over it.
+// A directory in HEAD's place is set aside first.
+func putBackHead(fd int, head []byte) error {
+	var tmp string
+	f := -1
+	for i := 0; i < 8 && f < 0; i++ {
+		tmp = "HEAD.toh-restore-" + randomSuffix()
+		var err error
+		f, err = unix.Openat(fd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+		if err != nil && err != unix.EEXIST {
+			return err
+		}
+	}
+	if f < 0 {
+		return unix.EEXIST
 	}
 	_, werr := unix.Write(f, head)
 	unix.Close(f)
@@ -202,18 +257,21 @@ func putBackHead(fd int, head []byte) error {
 	return nil
 }
 
-// setAside renames name in fd to a free name beside it: what the command put there
-// is kept, never removed.
+// setAside renames name in fd to "<name>.toh-aside-<random>" beside it: what the
+// command put there is kept, never removed.
 func setAside(fd int, name string) error {
-	for i := 0; i < 100; i++ {
-		aside := name + ".toh-aside"
-		if i > 0 {
-			aside += "-" + strconv.Itoa(i)
-		}
-		err := unix.Renameat2(fd, name, fd, aside, unix.RENAME_NOREPLACE)
+	for i := 0; i < 8; i++ {
+		err := unix.Renameat2(fd, name, fd, name+".toh-aside-"+randomSuffix(), unix.RENAME_NOREPLACE)
 		if err != unix.EEXIST {
 			return err
 		}
 	}
 	return unix.EEXIST
+}
+
+// randomSuffix is 16 random hex digits.
+func randomSuffix() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -12,21 +13,29 @@ import (
 // validHead follows git's validate_headref: a symbolic ref into refs/, or an object
 // name at the start.
 func TestValidHead(t *testing.T) {
-	for head, want := range map[string]bool{
-		"ref: refs/heads/main\n":                     true,
-		"ref:refs/heads/x":                           true,
-		"ref: \t refs/tags/v1":                       true,
-		"0123456789abcdef0123456789ABCDEF01234567\n": true,
-		"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\n": true,
-		"ref: heads/main":                          false,
-		"ref: /etc/passwd":                         false,
-		"0123456789abcdef0123456789abcdef0123456":  false, // 39 digits
-		"0123456789abcdef0123456789abcdef0123456g": false,
-		"":          false,
-		"not a ref": false,
+	sha1 := "0123456789abcdef0123456789ABCDEF01234567"
+	sha256 := "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	for _, c := range []struct {
+		head  string
+		hexsz int
+		want  bool
+	}{
+		{"ref: refs/heads/main\n", 40, true},
+		{"ref:refs/heads/x", 64, true},
+		{"ref: \t refs/tags/v1", 40, true},
+		{sha1 + "\n", 40, true},
+		{sha256 + "\n", 40, true}, // get_oid_hex reads 40 digits; the rest does not matter
+		{sha256 + "\n", 64, true},
+		{sha1 + "\n", 64, false}, // a SHA-1 name in a SHA-256 repository (found by review)
+		{"ref: heads/main", 40, false},
+		{"ref: /etc/passwd", 40, false},
+		{sha1[:39], 40, false},
+		{sha1[:39] + "g", 40, false},
+		{"", 40, false},
+		{"not a ref", 40, false},
 	} {
-		if got := validHead([]byte(head)); got != want {
-			t.Errorf("validHead(%q) = %v, want %v", head, got, want)
+		if got := validHead([]byte(c.head), c.hexsz); got != c.want {
+			t.Errorf("validHead(%q, %d) = %v, want %v", c.head, c.hexsz, got, c.want)
 		}
 	}
 }
@@ -56,7 +65,7 @@ func TestMendGitDir(t *testing.T) {
 	for name, c := range map[string]struct {
 		breakIt func(d string) error
 		fixed   []string
-		aside   []string
+		aside   []string // set-aside names, by prefix
 	}{
 		"valid": {func(string) error { return nil }, nil, nil},
 		"HEAD a link into refs/": {func(d string) error {
@@ -76,22 +85,37 @@ func TestMendGitDir(t *testing.T) {
 		"HEAD a directory": {func(d string) error {
 			os.Remove(filepath.Join(d, "HEAD"))
 			return os.Mkdir(filepath.Join(d, "HEAD"), 0o755)
-		}, []string{`HEAD ("ref: refs/heads/main")`}, []string{"HEAD.toh-aside"}},
+		}, []string{`HEAD ("ref: refs/heads/main")`}, []string{"HEAD.toh-aside-"}},
+		"the temporary name taken": {func(d string) error {
+			for _, n := range []string{"HEAD.toh-restore", "HEAD.toh-aside"} {
+				os.Mkdir(filepath.Join(d, n), 0o755)
+			}
+			return os.Remove(filepath.Join(d, "HEAD"))
+		}, []string{`HEAD ("ref: refs/heads/main")`}, nil},
 		"refs missing": {func(d string) error { return os.RemoveAll(filepath.Join(d, "refs")) }, []string{"an empty refs/"}, nil},
 		"objects a file": {func(d string) error {
 			os.RemoveAll(filepath.Join(d, "objects"))
 			return os.WriteFile(filepath.Join(d, "objects"), nil, 0o644)
-		}, []string{"an empty objects/"}, []string{"objects.toh-aside"}},
+		}, []string{"an empty objects/"}, []string{"objects.toh-aside-"}},
+		"objects a dangling link": {func(d string) error {
+			os.Rename(filepath.Join(d, "objects"), filepath.Join(d, "objects.away"))
+			return os.Symlink("/nonexistent-toh", filepath.Join(d, "objects"))
+		}, []string{"an empty objects/"}, []string{"objects.toh-aside-"}},
+		"refs a link to a file": {func(d string) error {
+			os.RemoveAll(filepath.Join(d, "refs"))
+			return os.Symlink("HEAD", filepath.Join(d, "refs"))
+		}, []string{"an empty refs/"}, []string{"refs.toh-aside-"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			d, fd := mk(t)
 			if err := c.breakIt(d); err != nil {
 				t.Fatal(err)
 			}
-			if got := mendGitDir(fd, saved); !slices.Equal(got, c.fixed) {
-				t.Errorf("mended %q, want %q", got, c.fixed)
+			got, left := mendGitDir(fd, saved, 40)
+			if !slices.Equal(got, c.fixed) || left != "" {
+				t.Errorf("mended %q, left %q; want %q", got, left, c.fixed)
 			}
-			if !headValidAt(fd) {
+			if !headValidAt(fd, 40) {
 				t.Error("HEAD still invalid")
 			}
 			for _, sub := range []string{"objects", "refs"} {
@@ -99,14 +123,44 @@ func TestMendGitDir(t *testing.T) {
 					t.Errorf("%s is no directory: %v", sub, err)
 				}
 			}
+			names, _ := os.ReadDir(d)
 			for _, a := range c.aside {
-				if _, err := os.Lstat(filepath.Join(d, a)); err != nil {
-					t.Errorf("%s not set aside: %v", a, err)
+				if !slices.ContainsFunc(names, func(e os.DirEntry) bool { return strings.HasPrefix(e.Name(), a) }) {
+					t.Errorf("nothing set aside as %s*: %v", a, names)
 				}
 			}
-			if _, err := os.Lstat(filepath.Join(d, "HEAD.toh-restore")); err == nil {
-				t.Error("the temporary HEAD is left")
+			for _, e := range names {
+				if strings.HasPrefix(e.Name(), "HEAD.toh-restore-") {
+					t.Errorf("the temporary HEAD is left: %s", e.Name())
+				}
 			}
 		})
+	}
+}
+
+// In a SHA-256 repository a 40-digit HEAD is no object name (found by review), and
+// objectNameHex reads which one the config names.
+func TestMendGitDirSHA256(t *testing.T) {
+	d := t.TempDir()
+	for _, sub := range []string{"objects", "refs"} {
+		os.Mkdir(filepath.Join(d, sub), 0o755)
+	}
+	saved := []byte("0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\n")
+	os.WriteFile(filepath.Join(d, "config"), []byte("[core]\n\trepositoryformatversion = 1\n[extensions]\n\tobjectFormat = sha256\n"), 0o644)
+	os.WriteFile(filepath.Join(d, "HEAD"), []byte("0123456789abcdef0123456789abcdef01234567\n"), 0o644)
+	fd, err := unix.Open(d, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	hexsz := objectNameHex(fd)
+	if hexsz != 64 {
+		t.Fatalf("objectNameHex = %d, want 64", hexsz)
+	}
+	if got, left := mendGitDir(fd, saved, hexsz); len(got) != 1 || left != "" {
+		t.Errorf("mended %q, left %q", got, left)
+	}
+	if b, _ := os.ReadFile(filepath.Join(d, "HEAD")); string(b) != string(saved) {
+		t.Errorf("HEAD = %q", b)
 	}
 }
