@@ -75,6 +75,11 @@ func (s *standIns) restoreHeads() []string {
 	for _, h := range s.heads {
 		fd, err := s.openGitDir(h.root, h.dir)
 		if err != nil {
+			// chmod 0 of the directory itself, say (bwrap lets the command change
+			// its mode): git cannot enter it either, until someone restores it.
+			notes = append(notes, fmt.Sprintf("WARNING: the submodule git directory %s could not be checked after the "+
+				"run (%v): if the command broke it, git takes a git directory nested in it as a submodule's, hooks "+
+				"included; look for one before you run git submodule update", h.dir, err))
 			continue
 		}
 		fixed, left := mendGitDir(fd, h.head, h.hexsz)
