@@ -63,6 +63,26 @@ func (s *gitScratch) committedRepo(t *testing.T, name string) string {
 	return d
 }
 
+// cloneWithSubmodules makes a repository beside the workspace with a submodule at
+// each of names (each a committed repository of that name beside it, returned in
+// order), and clones it as the workspace, its submodules not initialised.
+func (s *gitScratch) cloneWithSubmodules(t *testing.T, names ...string) []string {
+	t.Helper()
+	origin := s.committedRepo(t, "origin")
+	var subs []string
+	for _, n := range names {
+		sub := s.committedRepo(t, n)
+		s.git(t, origin, "submodule", "add", "-q", sub, n)
+		subs = append(subs, sub)
+	}
+	s.git(t, origin, "commit", "-q", "-m", "submodules")
+	if err := os.RemoveAll(s.ws); err != nil {
+		t.Fatal(err)
+	}
+	s.git(t, s.beside, "clone", "-q", origin, s.ws)
+	return subs
+}
+
 // confined runs script under bwrap in workspace-write with dir as the working
 // directory (and so the workspace root).
 func (s *gitScratch) confined(t *testing.T, dir, script string, args ...string) envelope {
@@ -411,13 +431,7 @@ func TestGitSubmoduleAdd(t *testing.T) {
 // elsewhere in the tree work.
 func TestUninitialisedSubmoduleStaysUsable(t *testing.T) {
 	s := newGitScratch(t)
-	lib, origin := s.committedRepo(t, "lib"), s.committedRepo(t, "origin")
-	s.git(t, origin, "submodule", "add", "-q", lib, "lib")
-	s.git(t, origin, "commit", "-q", "-m", "lib")
-	if err := os.RemoveAll(s.ws); err != nil {
-		t.Fatal(err)
-	}
-	s.git(t, s.beside, "clone", "-q", origin, s.ws)
+	s.cloneWithSubmodules(t, "lib")
 	if ents, err := os.ReadDir(filepath.Join(s.ws, "lib")); err != nil || len(ents) != 0 {
 		t.Fatalf("premise: lib is not an empty checkout: %v %v", ents, err)
 	}
@@ -442,14 +456,7 @@ func TestUninitialisedSubmoduleStaysUsable(t *testing.T) {
 // initialised submodule and in the superproject, and the update itself.
 func TestUninitialisedSubmoduleCannotBePlanted(t *testing.T) {
 	s := newGitScratch(t)
-	lib, lib2, origin := s.committedRepo(t, "lib"), s.committedRepo(t, "lib2"), s.committedRepo(t, "origin")
-	s.git(t, origin, "submodule", "add", "-q", lib, "lib")
-	s.git(t, origin, "submodule", "add", "-q", lib2, "lib2")
-	s.git(t, origin, "commit", "-q", "-m", "subs")
-	if err := os.RemoveAll(s.ws); err != nil {
-		t.Fatal(err)
-	}
-	s.git(t, s.beside, "clone", "-q", origin, s.ws)
+	lib2 := s.cloneWithSubmodules(t, "lib", "lib2")[1]
 	modules := filepath.Join(s.ws, ".git", "modules")
 	pwned := filepath.Join(s.beside, "PWNED")
 	// The plant: a git directory for lib2 with a post-checkout hook, which the
@@ -512,13 +519,7 @@ printf '#!/bin/sh\ntouch %[2]q\n' > .git/modules/%[1]s/hooks/post-checkout && ch
 // and the user's update after the rename runs nothing of the command's.
 func TestStaleSubmoduleGitDirStaysReadOnly(t *testing.T) {
 	s := newGitScratch(t)
-	lib2, old, origin := s.committedRepo(t, "lib2"), s.committedRepo(t, "old"), s.committedRepo(t, "origin")
-	s.git(t, origin, "submodule", "add", "-q", lib2, "lib2")
-	s.git(t, origin, "commit", "-q", "-m", "lib2")
-	if err := os.RemoveAll(s.ws); err != nil {
-		t.Fatal(err)
-	}
-	s.git(t, s.beside, "clone", "-q", origin, s.ws)
+	lib2, old := s.cloneWithSubmodules(t, "lib2")[0], s.committedRepo(t, "old")
 	s.git(t, s.ws, "submodule", "add", "-q", old, "old")
 	s.git(t, s.ws, "commit", "-q", "-m", "old")
 	s.git(t, s.ws, "submodule", "deinit", "-q", "-f", "old")
@@ -559,14 +560,7 @@ mv .git/modules/old/HEAD .git/modules/old/HEAD.away`, pwned), lib2)
 // nothing of the command's; positive: a commit on lib's detached HEAD stays.
 func TestSubmoduleGitDirStaysValid(t *testing.T) {
 	s := newGitScratch(t)
-	lib, lib2, origin := s.committedRepo(t, "lib"), s.committedRepo(t, "lib2"), s.committedRepo(t, "origin")
-	s.git(t, origin, "submodule", "add", "-q", lib, "lib")
-	s.git(t, origin, "submodule", "add", "-q", lib2, "lib2")
-	s.git(t, origin, "commit", "-q", "-m", "subs")
-	if err := os.RemoveAll(s.ws); err != nil {
-		t.Fatal(err)
-	}
-	s.git(t, s.beside, "clone", "-q", origin, s.ws)
+	lib2 := s.cloneWithSubmodules(t, "lib", "lib2")[1]
 	s.git(t, s.ws, "submodule", "update", "-q", "--init", "lib")
 	gd := filepath.Join(s.ws, ".git", "modules", "lib")
 	head, err := os.ReadFile(filepath.Join(gd, "HEAD"))
@@ -610,6 +604,17 @@ func TestSubmoduleGitDirStaysValid(t *testing.T) {
 		junk, _ := filepath.Glob(filepath.Join(gd, "*.toh-*"))
 		for _, j := range append(junk, filepath.Join(gd, "HEAD.away")) {
 			os.RemoveAll(j)
+		}
+	}
+	// A directory it cannot enter any more is at least named (a user who is not
+	// root; root enters any directory).
+	if os.Geteuid() != 0 {
+		e := s.mustRun(t, s.ws, "chmod 0 .git/modules/lib")
+		if !strings.Contains(*e.Stderr, "could not be checked after the run") {
+			t.Errorf("chmod 0 of the git directory: no warning: %q", *e.Stderr)
+		}
+		if err := os.Chmod(gd, 0o755); err != nil {
+			t.Fatal(err)
 		}
 	}
 	// The whole chain, then the user's update.
