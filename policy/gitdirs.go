@@ -505,6 +505,17 @@ func configValue(file, section, key string) (string, bool) {
 	return v, found && parsed
 }
 
+// GitObjectNameHex is the length in hex of an object name in the git directory
+// gitDir: 64 where its config sets extensions.objectFormat to sha256, else 40
+// (SHA-1; also for a config that cannot be read, under which a SHA-256 name passes
+// as well, since git reads only as many digits as it needs).
+func GitObjectNameHex(gitDir string) int {
+	if v, ok := configValue(gitDir+"/config", "extensions", "objectformat"); ok && v == "sha256" {
+		return 64
+	}
+	return 40
+}
+
 // configLookup is configValue on the file's text; parsed is false when it does not
 // parse.
 func configLookup(s, section, key string) (value string, found, parsed bool) {

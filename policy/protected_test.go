@@ -946,3 +946,19 @@ func TestProtectedPathsModulesFrozen(t *testing.T) {
 		t.Errorf("create in a missing modules/: %+v", d)
 	}
 }
+
+// GitObjectNameHex reads the object format git itself wrote.
+func TestGitObjectNameHex(t *testing.T) {
+	base, git := gitTree(t)
+	for dir, want := range map[string]int{"sha1": 40, "sha256": 64} {
+		d := filepath.Join(base, dir)
+		mustMkdir(t, d)
+		git(d, "init", "-q", "--object-format="+dir)
+		if got := GitObjectNameHex(filepath.Join(d, ".git")); got != want {
+			t.Errorf("%s: GitObjectNameHex = %d, want %d", dir, got, want)
+		}
+	}
+	if got := GitObjectNameHex(filepath.Join(base, "missing")); got != 40 {
+		t.Errorf("no config: %d, want 40", got)
+	}
+}

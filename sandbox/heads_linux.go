@@ -29,11 +29,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/toh-sandbox/toh/canon"
+	"github.com/toh-sandbox/toh/policy"
 	"golang.org/x/sys/unix"
 )
 
@@ -41,14 +41,15 @@ import (
 type savedHead struct {
 	root, dir string // the bound root, and the git directory (absolute) within it
 	head      []byte
-	hexsz     int // the length of an object name in hex: 40 (SHA-1) or 64 (SHA-256)
 }
 
 // maxHeadBytes is as much of HEAD as git reads to validate it.
 const maxHeadBytes = 255
 
 // saveHeads records the HEAD of every except directory of the guards, where it is
-// valid now (one that is not is left alone: nothing to put back).
+// valid now (one that is not is left alone: nothing to put back). Valid here takes
+// any object name of 40 digits or more; the repository's own length is read only
+// after the run, where it decides.
 func (s *standIns) saveHeads(guards []bwrapGuard) {
 	for _, g := range guards {
 		if !g.exists {
@@ -59,9 +60,8 @@ func (s *standIns) saveHeads(guards []bwrapGuard) {
 			if err != nil {
 				continue
 			}
-			hexsz := objectNameHex(fd)
-			if head, ok := readHead(fd); ok && validHead(head, hexsz) {
-				s.heads = append(s.heads, savedHead{root: g.root, dir: e, head: head, hexsz: hexsz})
+			if head, ok := readHead(fd); ok && validHead(head, 40) {
+				s.heads = append(s.heads, savedHead{root: g.root, dir: e, head: head})
 			}
 			unix.Close(fd)
 		}
@@ -82,7 +82,8 @@ func (s *standIns) restoreHeads() []string {
 				"included; look for one before you run git submodule update", h.dir, err))
 			continue
 		}
-		fixed, left := mendGitDir(fd, h.head, h.hexsz)
+		// The config is a protected path, the user's: its object format holds.
+		fixed, left := mendGitDir(fd, h.head, policy.GitObjectNameHex(h.dir))
 		if len(fixed) > 0 {
 			notes = append(notes, fmt.Sprintf("the command left the submodule git directory %s invalid; put back %s, "+
 				"so that git goes on refusing a git directory nested in it as a submodule's", h.dir, strings.Join(fixed, ", ")))
@@ -203,27 +204,6 @@ func validHead(b []byte, hexsz int) bool {
 	}
 	return true
 }
-
-// objectNameHex is the length of an object name in hex in the git directory fd: 64
-// where its config sets extensions.objectFormat to sha256, else 40. The config is a
-// protected path, the user's, so a plain reading is enough; one that cannot be read
-// counts as SHA-1, under which a SHA-256 name passes too.
-func objectNameHex(fd int) int {
-	f, err := unix.Openat(fd, "config", unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return 40
-	}
-	defer unix.Close(f)
-	buf := make([]byte, 64<<10)
-	n, _ := unix.Read(f, buf)
-	if n > 0 && objectFormatSHA256.Match(buf[:n]) {
-		return 64
-	}
-	return 40
-}
-
-// objectFormatSHA256 finds "objectformat = sha256" in a config, in any case.
-var objectFormatSHA256 = regexp.MustCompile(`(?im)^[ \t]*objectformat[ \t]*=[ \t]*"?sha256"?[ \t]*(?:[#;].*)?$`)
 
 // putBackHead replaces fd's HEAD by a file holding head: written under a name of
 // its own (random, so that the command cannot have taken it), then renamed over it.

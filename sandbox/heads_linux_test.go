@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/toh-sandbox/toh/policy"
 )
 
 // validHead follows git's validate_headref: a symbolic ref into refs/, or an object
@@ -139,7 +141,7 @@ func TestMendGitDir(t *testing.T) {
 }
 
 // In a SHA-256 repository a 40-digit HEAD is no object name (found by review), and
-// objectNameHex reads which one the config names.
+// policy.GitObjectNameHex reads which one the config names.
 func TestMendGitDirSHA256(t *testing.T) {
 	d := t.TempDir()
 	for _, sub := range []string{"objects", "refs"} {
@@ -153,9 +155,9 @@ func TestMendGitDirSHA256(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Close(fd)
-	hexsz := objectNameHex(fd)
+	hexsz := policy.GitObjectNameHex(d)
 	if hexsz != 64 {
-		t.Fatalf("objectNameHex = %d, want 64", hexsz)
+		t.Fatalf("GitObjectNameHex = %d, want 64", hexsz)
 	}
 	if got, left := mendGitDir(fd, saved, hexsz); len(got) != 1 || left != "" {
 		t.Errorf("mended %q, left %q", got, left)
