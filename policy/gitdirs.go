@@ -505,6 +505,29 @@ func configValue(file, section, key string) (string, bool) {
 	return v, found && parsed
 }
 
+// ValidHead reports whether b, the start of a HEAD file, passes the content rule of
+// git's validate_headref: "ref:", optional white space, "refs/..."; or an object
+// name of hexsz hex digits at the start (git's get_oid_hex: what follows does not
+// matter). git reads at most 255 bytes of it. White space is git's own isspace:
+// space, tab, LF and CR, not VT or FF (a "ref:\vrefs/..." HEAD is no git
+// directory to git; taking it for valid let the repair after a bwrap run pass over
+// a broken submodule git directory: review F5, 2026-12-02). A symbolic link HEAD
+// (valid to git when its text starts with "refs/") is the caller's to judge.
+func ValidHead(b []byte, hexsz int) bool {
+	if rest, ok := bytes.CutPrefix(b, []byte("ref:")); ok {
+		return bytes.HasPrefix(bytes.TrimLeft(rest, " \t\n\r"), []byte("refs/"))
+	}
+	if len(b) < hexsz {
+		return false
+	}
+	for _, c := range b[:hexsz] {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+			return false
+		}
+	}
+	return true
+}
+
 // GitObjectNameHex is the length in hex of an object name in the git directory
 // gitDir: 64 where its config sets extensions.objectFormat to sha256, else 40
 // (SHA-1; also for a config that cannot be read, under which a SHA-256 name passes

@@ -962,3 +962,47 @@ func TestGitObjectNameHex(t *testing.T) {
 		t.Errorf("no config: %d, want 40", got)
 	}
 }
+
+// ValidHead agrees with git itself: each HEAD is written into a real repository of
+// each object format and git is asked whether the directory is still a git
+// directory. Where ValidHead says valid, git must too (else a repair or the fence
+// would keep a submodule git directory git takes for broken); in a SHA-1 repository
+// they must agree exactly, and in a SHA-256 one ValidHead may only be stricter (it
+// wants the repository's own name length).
+func TestValidHead(t *testing.T) {
+	base, git := gitTree(t)
+	sha1 := "0123456789abcdef0123456789ABCDEF01234567"
+	sha256 := "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	heads := []string{
+		"ref: refs/heads/main\n", "ref:refs/heads/x", "ref: \t refs/tags/v1", "ref:\rrefs/x", "ref:\nrefs/x",
+		"ref:refs/", "ref:  refs/x",
+		sha1 + "\n", sha256 + "\n", sha1 + "junk", strings.ToUpper(sha1),
+		// git's isspace is space, tab, LF and CR: VT and FF make no git directory
+		// (review F5, 2026-12-02: the repair took "ref:\vrefs/..." for valid).
+		"ref:\vrefs/heads/main\n", "ref:\frefs/heads/main\n", "ref:\x00refs/x",
+		"ref: heads/main", "ref: refs", "  ref: refs/heads/x", "ref: /etc/passwd",
+		sha1[:39], sha1[:39] + "g", "", "not a ref",
+	}
+	for _, format := range []string{"sha1", "sha256"} {
+		repo := filepath.Join(base, format)
+		mustMkdir(t, repo)
+		git(repo, "init", "-q", "--object-format="+format)
+		hexsz := GitObjectNameHex(filepath.Join(repo, ".git"))
+		for _, h := range heads {
+			if err := os.WriteFile(filepath.Join(repo, ".git", "HEAD"), []byte(h), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command("git", "rev-parse", "--git-dir")
+			cmd.Dir = repo
+			cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CEILING_DIRECTORIES="+base)
+			gitSays := cmd.Run() == nil
+			got := ValidHead([]byte(h), hexsz)
+			if got && !gitSays || format == "sha1" && got != gitSays {
+				t.Errorf("%s: ValidHead(%q, %d) = %v, git says %v", format, h, hexsz, got, gitSays)
+			}
+		}
+		if ValidHead([]byte(sha1+"\n"), hexsz) != (format == "sha1") {
+			t.Errorf("%s: a SHA-1 name must be valid only in a SHA-1 repository", format)
+		}
+	}
+}

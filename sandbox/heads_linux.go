@@ -60,7 +60,7 @@ func (s *standIns) saveHeads(guards []bwrapGuard) {
 			if err != nil {
 				continue
 			}
-			if head, ok := readHead(fd); ok && validHead(head, 40) {
+			if head, ok := readHead(fd); ok && policy.ValidHead(head, 40) {
 				s.heads = append(s.heads, savedHead{root: g.root, dir: e, head: head})
 			}
 			unix.Close(fd)
@@ -158,7 +158,7 @@ func headValidAt(fd int, hexsz int) bool {
 		return err == nil && bytes.HasPrefix(buf[:n], []byte("refs/"))
 	}
 	head, ok := readHead(fd)
-	return ok && validHead(head, hexsz)
+	return ok && policy.ValidHead(head, hexsz)
 }
 
 // readHead reads the start of fd's HEAD, not following a symlink.
@@ -185,24 +185,6 @@ func readHead(fd int) ([]byte, bool) {
 		n += k
 	}
 	return buf[:n], true
-}
-
-// validHead is the content rule of git's validate_headref: "ref:", optional white
-// space, "refs/..."; or an object name of hexsz hex digits at the start (git's
-// get_oid_hex: what follows does not matter).
-func validHead(b []byte, hexsz int) bool {
-	if rest, ok := bytes.CutPrefix(b, []byte("ref:")); ok {
-		return bytes.HasPrefix(bytes.TrimLeft(rest, " \t\n\v\f\r"), []byte("refs/"))
-	}
-	if len(b) < hexsz {
-		return false
-	}
-	for _, c := range b[:hexsz] {
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
-			return false
-		}
-	}
-	return true
 }
 
 // putBackHead replaces fd's HEAD by a file holding head: written under a name of

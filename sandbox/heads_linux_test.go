@@ -12,36 +12,6 @@ import (
 	"github.com/toh-sandbox/toh/policy"
 )
 
-// validHead follows git's validate_headref: a symbolic ref into refs/, or an object
-// name at the start.
-func TestValidHead(t *testing.T) {
-	sha1 := "0123456789abcdef0123456789ABCDEF01234567"
-	sha256 := "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
-	for _, c := range []struct {
-		head  string
-		hexsz int
-		want  bool
-	}{
-		{"ref: refs/heads/main\n", 40, true},
-		{"ref:refs/heads/x", 64, true},
-		{"ref: \t refs/tags/v1", 40, true},
-		{sha1 + "\n", 40, true},
-		{sha256 + "\n", 40, true}, // get_oid_hex reads 40 digits; the rest does not matter
-		{sha256 + "\n", 64, true},
-		{sha1 + "\n", 64, false}, // a SHA-1 name in a SHA-256 repository (found by review)
-		{"ref: heads/main", 40, false},
-		{"ref: /etc/passwd", 40, false},
-		{sha1[:39], 40, false},
-		{sha1[:39] + "g", 40, false},
-		{"", 40, false},
-		{"not a ref", 40, false},
-	} {
-		if got := validHead([]byte(c.head), c.hexsz); got != c.want {
-			t.Errorf("validHead(%q, %d) = %v, want %v", c.head, c.hexsz, got, c.want)
-		}
-	}
-}
-
 // mendGitDir puts back an invalid HEAD and missing or non-directory objects/ and
 // refs/, sets aside what was there, and leaves a valid git directory alone, a HEAD
 // that is a link into refs/ and an objects/ reached through a link included.

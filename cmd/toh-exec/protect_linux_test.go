@@ -570,6 +570,7 @@ func TestSubmoduleGitDirStaysValid(t *testing.T) {
 	for _, c := range []struct{ breaks, fixed string }{
 		{"mv .git/modules/lib/HEAD .git/modules/lib/HEAD.away", "HEAD"},
 		{"printf 'not a ref' > .git/modules/lib/HEAD", "HEAD"},
+		{`printf 'ref:\vrefs/heads/main\n' > .git/modules/lib/HEAD`, "HEAD"}, // no space to git (review, 2026-12-02)
 		{"rm -rf .git/modules/lib/HEAD && mkdir .git/modules/lib/HEAD", "HEAD"},
 		{"mkdir .git/modules/lib/HEAD.toh-restore && mv .git/modules/lib/HEAD .git/modules/lib/HEAD.away", "HEAD"},
 		{"mv .git/modules/lib/refs .git/modules/lib/refs.away", "an empty refs/"},
