@@ -160,6 +160,17 @@ var fenceCases = []fenceCase{
 		v: verdict{dir: "", dname: RuleProtected, name: RuleProtected, replace: RuleProtected, link: RuleProtected, content: RuleProtected, create: RuleProtected, dmode: RuleProtected}},
 	{name: "unprotected file in a submodule gitdir", tree: submoduleCheckoutTree, dir: ".git/modules/lib/sub",
 		v: verdict{dname: RuleProtected, dmode: RuleProtected}},
+	// It stays a valid git directory: git refuses a submodule git directory nested
+	// in another only while the outer one is valid (review F5, policy.ProtectValid).
+	// HEAD is kept but for a rename bringing a valid HEAD (TestSubmoduleHeadSwap);
+	// objects/ and refs/ keep their names and modes, and what lies within them
+	// stays writable.
+	{name: "submodule gitdir HEAD", tree: submoduleCheckoutTree, dir: ".git/modules/lib/sub", file: ".git/modules/lib/sub/HEAD",
+		v: verdict{dir: "", dname: RuleProtected, name: RuleProtected, replace: RuleProtected, link: RuleProtected, content: RuleProtected, create: RuleProtected, dmode: RuleProtected}},
+	{name: "submodule gitdir objects", tree: submoduleCheckoutTree, dir: ".git/modules/lib/sub/objects",
+		v: verdict{dname: RuleProtected, dmode: RuleProtected}},
+	{name: "submodule gitdir refs", tree: submoduleCheckoutTree, dir: ".git/modules/lib/sub/refs",
+		v: verdict{dname: RuleProtected, dmode: RuleProtected}},
 	// One no checkout leads to (deinitialised, or removed upstream) stays whole:
 	// writable, a command could break it and plant a git directory inside that git
 	// would no longer refuse as nested (review).

@@ -118,7 +118,14 @@
 //     and config.worktree, which may not be created, their modules/ (which may
 //     gain no entry; beneath the submodule git directories in use in it,
 //     policy.ProtectedPath.Except, only their own protected paths are denied, and
-//     their own names and modes are kept), and a .git pointer file. The
+//     their own names and modes are kept; so are the names and modes of their
+//     HEAD, objects/ and refs/, policy.ProtectValid, which keep each a valid git
+//     directory: git refuses a submodule git directory nested in another only
+//     while the outer one is valid, review F5), and a .git pointer file. Such a
+//     HEAD is replaced only by a plain rename bringing a regular file whose content
+//     git takes for a HEAD (policy.ValidHead, at most 4 KiB), which the fence
+//     performs as a copy the caller holds no descriptor of (renameHead): git's
+//     HEAD.lock and rename work, and nothing written afterwards reaches HEAD. The
 //     set is resolved when a policy generation starts, protecting every git
 //     directory that exists then, and again at the first mutation once it is older
 //     than the bound (Config.Timeout, DefaultTimeout when caching is off; 1 s by

@@ -1,6 +1,7 @@
 package fusefence
 
 import (
+	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -263,5 +264,148 @@ func TestExistingHookRunsThroughTheFence(t *testing.T) {
 	}
 	if recs := e.records(); len(recs) != 0 {
 		t.Errorf("the commit logged denials: %+v", recs)
+	}
+}
+
+// TestSubmoduleGitDirStaysValid: a submodule git directory in use stays writable
+// within but stays a valid git directory (policy.ProtectValid): git refuses a
+// submodule git directory nested in another only while the outer one is valid, so
+// a command that could break it could nest one of its own, name it in .gitmodules,
+// and have the user's next "git submodule update --init" run its hook (review F5;
+// before 2026-12-02 it could, through the fence, which has no run end for a
+// repair). Negative controls: every way to break HEAD, objects/ or refs/ is
+// EACCES with its record, a rename onto HEAD brings only a valid HEAD, a
+// descriptor kept on the renamed file cannot change HEAD after the check, and the
+// user's update afterwards refuses the planted directory and runs nothing.
+// Positive: a valid HEAD renamed into place, and commits, a branch and a checkout
+// in the submodule through the mount, with no record.
+func TestSubmoduleGitDirStaysValid(t *testing.T) {
+	e := newEnv(t, policy.WorkspaceWrite)
+	g := newGit(t, e.base)
+	origin := func(name string) string {
+		d := filepath.Join(e.base, "origins", name)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		g.must(d, "init", "-q")
+		g.must(d, "commit", "-q", "--allow-empty", "-m", name)
+		return d
+	}
+	lib, lib2 := origin("lib"), origin("lib2")
+	g.must(e.src, "init", "-q")
+	g.must(e.src, "-c", "protocol.file.allow=always", "submodule", "add", "-q", lib, "lib")
+	g.must(e.src, "-c", "protocol.file.allow=always", "submodule", "add", "-q", lib2, "lib2")
+	g.must(e.src, "commit", "-q", "-m", "subs")
+	g.must(e.src, "submodule", "deinit", "-q", "-f", "lib2")
+	if err := os.RemoveAll(e.s(".git/modules/lib2")); err != nil {
+		t.Fatal(err)
+	}
+	// A new policy generation protects the repository as it is now.
+	e.unmount()
+	e.mount()
+	const gd = ".git/modules/lib"
+	head, err := os.ReadFile(e.s(gd + "/HEAD"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	renameOnto := func() error { return unix.Rename(e.m(gd+"/HEAD.lock"), e.m(gd+"/HEAD")) }
+	lock := func(make func(p string) error) func() {
+		return func() {
+			os.Remove(e.m(gd + "/HEAD.lock"))
+			if err := make(e.m(gd + "/HEAD.lock")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	file := func(content string) func() {
+		return lock(func(p string) error { return writeAt(p, unix.O_CREAT|unix.O_WRONLY|unix.O_EXCL, content) })
+	}
+	breaks := []struct {
+		what, op, path string
+		prep           func()
+		do             func() error
+	}{
+		{"rename HEAD away", "rename", gd + "/HEAD", nil, func() error { return unix.Rename(e.m(gd+"/HEAD"), e.m(gd+"/HEAD.away")) }},
+		{"unlink HEAD", "unlink", gd + "/HEAD", nil, func() error { return unix.Unlink(e.m(gd + "/HEAD")) }},
+		{"overwrite HEAD", "open", gd + "/HEAD", nil, func() error { return writeAt(e.m(gd+"/HEAD"), unix.O_WRONLY|unix.O_TRUNC, "not a ref") }},
+		{"chmod HEAD", "chmod", gd + "/HEAD", nil, func() error { return unix.Chmod(e.m(gd+"/HEAD"), 0) }},
+		// VT is no space to git: "ref:\vrefs/..." makes no git directory.
+		{"rename an invalid HEAD over it", "rename", gd + "/HEAD", file("ref:\vrefs/heads/main\n"), renameOnto},
+		{"rename a SHA-1 name that is too short over it", "rename", gd + "/HEAD", file(strings.Repeat("a", 39) + "\n"), renameOnto},
+		{"rename a symlink over it", "rename", gd + "/HEAD", lock(func(p string) error { return unix.Symlink("refs/heads/main", p) }), renameOnto},
+		{"rename a FIFO over it", "rename", gd + "/HEAD", lock(func(p string) error { return unix.Mkfifo(p, 0o644) }), renameOnto},
+		{"rename an oversized HEAD over it", "rename", gd + "/HEAD", file("ref: refs/heads/main\n" + strings.Repeat("#", maxHead)), renameOnto},
+		{"exchange HEAD", "rename", gd + "/HEAD", file(string(head)), func() error {
+			return unix.Renameat2(unix.AT_FDCWD, e.m(gd+"/HEAD.lock"), unix.AT_FDCWD, e.m(gd+"/HEAD"), unix.RENAME_EXCHANGE)
+		}},
+		{"rmdir objects", "rmdir", gd + "/objects", nil, func() error { return unix.Rmdir(e.m(gd + "/objects")) }},
+		{"rename refs away", "rename", gd + "/refs", nil, func() error { return unix.Rename(e.m(gd+"/refs"), e.m(gd+"/refs.away")) }},
+		{"chmod objects", "chmod", gd + "/objects", nil, func() error { return unix.Chmod(e.m(gd+"/objects"), 0) }},
+	}
+	for _, b := range breaks {
+		if b.prep != nil {
+			b.prep()
+		}
+		err := e.unchanged(b.what, b.do)
+		e.expectDenial(b.what, err, b.op, RuleProtected, b.path)
+	}
+	if err := os.Remove(e.m(gd + "/HEAD.lock")); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(e.s(gd + "/HEAD")); !bytes.Equal(b, head) {
+		t.Errorf("HEAD after the attempts = %q, want %q", b, head)
+	}
+	e.noRecords("removing the leftover lock")
+
+	// A valid HEAD renamed into place, the way git writes it, from a descriptor
+	// that stays open: what lands is what was checked.
+	fd, err := unix.Open(e.m(gd+"/HEAD.lock"), unix.O_CREAT|unix.O_WRONLY|unix.O_EXCL|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unix.Write(fd, []byte("ref: refs/heads/other\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Rename(e.m(gd+"/HEAD.lock"), e.m(gd+"/HEAD")); err != nil {
+		t.Fatalf("renaming a valid HEAD into place: %v", err)
+	}
+	unix.Pwrite(fd, []byte("junk that is no HEAD at all, written after the check\n"), 0)
+	unix.Close(fd)
+	if b, _ := os.ReadFile(e.s(gd + "/HEAD")); string(b) != "ref: refs/heads/other\n" {
+		t.Errorf("HEAD after a valid rename and a late write = %q", b)
+	}
+	if err := absent(e.s(gd + "/HEAD.lock")); err != nil {
+		t.Error(err)
+	}
+	if err := os.WriteFile(e.s(gd+"/HEAD"), head, 0o644); err != nil { // back, on the host
+		t.Fatal(err)
+	}
+	e.noRecords("a valid HEAD renamed into place")
+
+	// git itself in the submodule, through the mount.
+	g.must(e.m("lib"), "checkout", "-q", "--detach")
+	g.must(e.m("lib"), "commit", "-q", "--allow-empty", "-m", "detached")
+	want := strings.TrimSpace(g.must(e.m("lib"), "rev-parse", "HEAD"))
+	if b, _ := os.ReadFile(e.s(gd + "/HEAD")); strings.TrimSpace(string(b)) != want {
+		t.Errorf("HEAD after a commit on a detached HEAD = %q, want %s", b, want)
+	}
+	g.must(e.m("lib"), "checkout", "-q", "-b", "topic")
+	g.must(e.m("lib"), "commit", "-q", "--allow-empty", "-m", "on topic")
+	g.must(e.m("lib"), "checkout", "-q", "--detach")
+	g.must(e.mnt, "status", "--short")
+	e.noRecords("git in the submodule")
+
+	// The whole chain but the break, then the user's update on the host.
+	pwned := filepath.Join(e.base, "PWNED")
+	g.must(e.base, "-c", "protocol.file.allow=always", "clone", "-q", "--no-checkout", "--separate-git-dir", e.m(gd+"/x"), lib2, filepath.Join(e.base, "xwt"))
+	if err := os.WriteFile(e.m(gd+"/x/hooks/post-checkout"), []byte("#!/bin/sh\ntouch "+pwned+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	g.must(e.mnt, "config", "-f", ".gitmodules", "--rename-section", "submodule.lib2", "submodule.lib/x")
+	e.noRecords("the chain's steps within the submodule git directory")
+	out, err := g.run(e.src, "-c", "protocol.file.allow=always", "submodule", "update", "-q", "--init", "lib2")
+	t.Logf("the user's update: %v %s", err, out)
+	if err := absent(pwned); err != nil {
+		t.Fatal("the user's git ran a hook the command planted")
 	}
 }

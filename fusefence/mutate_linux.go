@@ -235,7 +235,8 @@ var _ = (fs.NodeRenamer)((*node)(nil))
 
 // Rename judges both ends as carriers (RENAME_EXCHANGE moves both ways, and a
 // plain rename removes the source's name and replaces the destination), then
-// renames between the two verified parents. RENAME_WHITEOUT, which leaves a
+// renames between the two verified parents. A plain rename onto the HEAD of a
+// submodule git directory in use is checked and performed as a copy (renameHead). RENAME_WHITEOUT, which leaves a
 // character device (0:0) in the source's place, is denied like any device node, in
 // every mode and with its record; other flags besides RENAME_NOREPLACE and
 // RENAME_EXCHANGE are invalid.
@@ -258,7 +259,11 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		return errno
 	}
 	defer g1.release()
-	g2, errno := n.f.judgeEntry(ctx, s, "rename", np, childRel(np.rel(), newName), reachCarrier)
+	to := reachRenameTo
+	if flags&unix.RENAME_EXCHANGE != 0 {
+		to = reachCarrier // the destination moves too
+	}
+	g2, errno := n.f.judgeEntry(ctx, s, "rename", np, childRel(np.rel(), newName), to)
 	if errno != 0 {
 		return errno
 	}
@@ -278,6 +283,15 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		return errno
 	}
 	if errno := np.holdsEntry(ctx, newName, d2, b2, &st); errno != 0 {
+		return errno
+	}
+	if g2.p.head {
+		errno := n.renameHead(ctx, s, g1, g2, d1, b1, d2, b2, flags)
+		if errno == 0 {
+			// The kernel now takes the source's inode for HEAD: have it look the
+			// name up again and find the copy.
+			np.notifyEntryLater(newName)
+		}
 		return errno
 	}
 	if err := unix.Renameat2(d1, b1, d2, b2, uint(flags)); err != nil {

@@ -79,6 +79,7 @@ func resolveProtected(x policy.Execution, prev *protSet, now time.Time, bound ti
 		next.g.protect = slices.Clone(prev.g.protect)
 		next.g.policy = slices.Clone(prev.g.policy)
 		next.g.except = maps.Clone(prev.g.except)
+		next.g.heads = maps.Clone(prev.g.heads)
 		for _, p := range slices.Concat(prev.g.protect, prev.g.policy) {
 			had[p] = true
 		}

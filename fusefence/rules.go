@@ -1,6 +1,7 @@
 package fusefence
 
 import (
+	"path"
 	"strings"
 
 	"github.com/toh-sandbox/toh/canon"
@@ -56,6 +57,10 @@ const (
 	// the host later, outside every fence). Narrowing (chmod 0700 .git) stays a
 	// plain reachInode.
 	reachAccess
+	// reachRenameTo is a plain rename's destination: reachCarrier, but for the HEAD
+	// of a submodule git directory in use (guarded.heads), which a rename may
+	// replace with a valid HEAD, the way git writes it (see node.renameHead).
+	reachRenameTo
 )
 
 // placement is where an allowed mutation is performed: relative to the writable root
@@ -63,6 +68,9 @@ const (
 type placement struct {
 	Root string
 	Rel  string
+	// head: the target is a HEAD of guarded.heads, reached by reachRenameTo. The
+	// rename must bring a valid HEAD, and is performed as a copy (node.renameHead).
+	head bool
 }
 
 // guarded is the fence's protected set for one policy generation: the canonical
@@ -76,6 +84,10 @@ type guarded struct {
 	// except holds, for a path of protect, the directories strictly within it that
 	// it leaves writable (policy.ProtectedPath.Except: a git directory's modules/).
 	except map[string][]string
+	// heads are the paths of protect that are the HEAD of a submodule git directory
+	// in use (policy.ProtectValid): denied like the rest, but a rename may replace
+	// them with a valid HEAD.
+	heads map[string]bool
 }
 
 // protectedOf resolves the protected set of x. It reads the file system (see
@@ -101,6 +113,12 @@ func (g *guarded) add(pp policy.ProtectedPath) {
 	}
 	g.protect = append(g.protect, pp.Path)
 	g.setExcept(pp)
+	if pp.Reason == policy.ProtectValid && path.Base(pp.Path) == "HEAD" {
+		if g.heads == nil {
+			g.heads = map[string]bool{}
+		}
+		g.heads[pp.Path] = true
+	}
 }
 
 // setExcept records pp's except directories, replacing what an earlier resolution
@@ -143,8 +161,13 @@ func place(x policy.Execution, prot guarded, target string, r reach, audit strin
 	if best == "" {
 		return placement{}, RuleOutside
 	}
+	head := false
 	for _, g := range prot.protect {
 		if guards(g, target, r) && !policy.Excepted(prot.except[g], target) {
+			if r == reachRenameTo && target == g && prot.heads[g] {
+				head = true
+				continue
+			}
 			return placement{}, RuleProtected
 		}
 	}
@@ -156,7 +179,7 @@ func place(x policy.Execution, prot guarded, target string, r reach, audit strin
 	if audit != "" && guards(audit, target, r) {
 		return placement{}, RuleAuditLog
 	}
-	return placement{Root: best, Rel: relTo(target, best)}, ""
+	return placement{Root: best, Rel: relTo(target, best), head: head}, ""
 }
 
 // guards reports whether a mutation of reach r at target touches the guarded path g.
@@ -169,7 +192,7 @@ func guards(g, target string, r reach) bool {
 	if prefixWithin(target, g) {
 		return true
 	}
-	return (r == reachCarrier || r == reachAccess) && prefixWithin(g, target)
+	return r != reachInode && prefixWithin(g, target)
 }
 
 // prefixWithin is canon.LexicallyWithin for paths known to be clean and absolute.

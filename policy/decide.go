@@ -100,6 +100,10 @@ type Decision struct {
 //     for each of extra its Reason (toh-exec passes its probe cache as
 //     "probe-cache"). Delete needs an empty directory, so deleting an ancestor
 //     removes nothing protected and is not refused;
+//     The HEAD, objects/ and refs/ of a submodule git directory in use
+//     ([ProtectValid]) count as protected too, though the fence lets a rename
+//     bring a valid HEAD (it reads the content, which Decide cannot) and bwrap
+//     lets the command change them and puts them back after the run;
 //  6. a name op on a writable root's own name needs a root that strictly contains
 //     it (a root's name lives in its parent), else outside-writable-roots;
 //  7. otherwise the target is allowed (rule allowed, Root the innermost root).
@@ -157,7 +161,7 @@ func (x Execution) Decide(unsafePath string, op Op, extra ...ProtectedPath) Deci
 	guards := x.ProtectedPaths()
 	// Protect entries before the policy file, as the fence orders its rules.
 	for _, pass := range []func(ProtectedPath) bool{
-		func(pp ProtectedPath) bool { return pp.Reason == ProtectEntry || pp.Reason == ProtectGit },
+		func(pp ProtectedPath) bool { return pp.Reason != ProtectPolicy },
 		func(pp ProtectedPath) bool { return pp.Reason == ProtectPolicy },
 	} {
 		for _, pp := range guards {
@@ -207,7 +211,7 @@ func guarded(g, target string, carrier bool) bool {
 
 func ruleOf(pp ProtectedPath) string {
 	switch pp.Reason {
-	case ProtectEntry, ProtectGit:
+	case ProtectEntry, ProtectGit, ProtectValid:
 		return RuleProtected
 	case ProtectPolicy:
 		return RulePolicyFile

@@ -145,8 +145,11 @@
 // differ, so it was reverted. What holds instead: only the submodule git
 // directories in use are writable (a stale one stays read-only), and after a bwrap
 // run toh-exec puts back what the command left invalid in them
-// (sandbox/heads_linux.go). Fenced runs and the standing fence have no such step;
-// there it stays open, within "running git on a tree an agent wrote" below.
+// (sandbox/heads_linux.go). Fenced runs and the standing fence have no run end:
+// there the HEAD, objects/ and refs/ of each are protected paths of their own
+// (ProtectValid), which the fence keeps valid as the command goes, letting a rename
+// bring only a HEAD git takes for valid (fusefence's renameHead). Before
+// 2026-12-02 F5 stayed open there. Seatbelt has neither, so it stays open on macOS.
 //
 // Not found yet, and so not protected: a submodule whose git directory lies inside
 // its checkout when no .gitmodules lists it (git finds gitlinks in the index, which

@@ -66,6 +66,19 @@ const (
 	ProtectGit ProtectReason = "git"
 	// ProtectPolicy: the policy file or its sibling lock file (SPEC §8).
 	ProtectPolicy ProtectReason = "policy-file"
+	// ProtectValid: HEAD, objects/ and refs/ of a submodule git directory in use (an
+	// Except directory of a modules/ record), which keep it a valid git directory
+	// (git's is_git_directory: a valid HEAD, objects/ and refs/ it can search). git
+	// refuses a submodule git directory nested in another only while the outer one
+	// is valid: a command that broke one could have the user's next "git submodule
+	// update --init" use a git directory of its own inside it, with its hooks
+	// (review F5, 2026-12-02). Their own names are kept (objects/ and refs/ have
+	// themselves as Except: what lies within stays writable), and HEAD may be
+	// replaced with a valid HEAD by a rename, the way git writes it: backends that
+	// can check the content allow that and deny the rest (the fence); the others
+	// leave these records to a repair after the run (bwrap, see package sandbox)
+	// or to nobody (Seatbelt).
+	ProtectValid ProtectReason = "git-valid"
 )
 
 // ProtectedPath is one path that stays read-only in workspace-write.
@@ -369,6 +382,12 @@ func (x Execution) ProtectedPaths() []ProtectedPath {
 			add(ProtectedPath{Path: canon.Canonical(d + "/modules"), Reason: ProtectGit, GitDir: d, Except: except}, PathDir)
 			for _, l := range linksOn(d + "/modules") {
 				add(ProtectedPath{Path: l, Reason: ProtectGit, GitDir: d}, PathAbsent)
+			}
+			for _, e := range except {
+				add(ProtectedPath{Path: e + "/HEAD", Reason: ProtectValid, GitDir: e}, PathFile)
+				for _, n := range []string{"/objects", "/refs"} {
+					add(ProtectedPath{Path: e + n, Reason: ProtectValid, GitDir: e, Except: []string{e + n}}, PathDir)
+				}
 			}
 		}
 	}

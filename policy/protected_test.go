@@ -176,6 +176,10 @@ func TestProtectedPathsWorktreeAndSubmodules(t *testing.T) {
 		"main/.git/commondir commondir missing git",
 		"main/.git/config.worktree file missing git",
 		"main/.git/modules dir exists git",
+		// The submodule git directory in use stays a valid one (review F5).
+		"main/.git/modules/deps/lib/HEAD file exists git-valid",
+		"main/.git/modules/deps/lib/objects dir exists git-valid",
+		"main/.git/modules/deps/lib/refs dir exists git-valid",
 		"main/.git/modules/deps/lib/hooks dir exists protect",
 		"main/.git/modules/deps/lib/config file exists protect",
 		"main/.git/modules/deps/lib/commondir commondir missing git",
@@ -908,6 +912,17 @@ func TestProtectedPathsModulesFrozen(t *testing.T) {
 		{"modules/deps/lib/index", OpWrite, true},
 		{"modules/deps/lib/objects/ab", OpCreate, true},
 		{"modules/deps/lib/refs/heads/main", OpRename, true},
+		// It stays a valid git directory (review F5): HEAD, objects/ and refs/
+		// keep their names and modes. A rename bringing a valid HEAD is the
+		// fence's to allow (it reads the content); Decide cannot and denies.
+		{"modules/deps/lib/HEAD", OpWrite, false},
+		{"modules/deps/lib/HEAD", OpRename, false},
+		{"modules/deps/lib/HEAD", OpDelete, false},
+		{"modules/deps/lib/objects", OpRename, false},
+		{"modules/deps/lib/objects", OpWrite, false},
+		{"modules/deps/lib/refs", OpDelete, false},
+		{"modules/deps/lib/refs/heads", OpDelete, true},
+		{"modules/deps/lib/logs/HEAD", OpWrite, true},
 	} {
 		d := x.Decide(filepath.Join(main, ".git", c.path), c.op)
 		if d.Allow != c.allow || !c.allow && d.Rule != RuleProtected {

@@ -124,6 +124,10 @@ import (
 // entry of modules/ (the except directories are mountpoints); it can change an
 // except directory's own mode and times, which policy.Execution.Decide counts as
 // denied. Within another read-only guard (.git kept whole), nothing is rebound.
+// What keeps such a directory a valid git directory (policy.ProtectValid: its HEAD,
+// objects/ and refs/) gets nothing: git replaces HEAD by a rename, which a bind
+// would refuse, so Run puts back after the run what the command broke
+// (heads_linux.go).
 //
 // A protected symlink's own name (policy.PathLink: ".git" when it is a symlink,
 // ".git/hooks -> ../githooks", a protect entry that is a link or passes through one)
@@ -333,7 +337,9 @@ func bwrapGuards(pps []policy.ProtectedPath, bound []string) []bwrapGuard {
 	seen := map[string]bool{}
 	for _, pp := range pps {
 		root := innermostRoot(pp.Path, bound)
-		if root == "" || seen[pp.Path] {
+		if root == "" || seen[pp.Path] || pp.Reason == policy.ProtectValid {
+			// A submodule git directory's HEAD, objects/ and refs/ are put back
+			// after the run instead (heads_linux.go): git must replace HEAD.
 			continue
 		}
 		g := bwrapGuard{path: pp.Path, root: root, exists: pp.Exists, kind: pp.Kind, base: root, except: pp.Except}

@@ -33,6 +33,13 @@ import (
 //     directory strictly between a writable root and a protected path, outermost
 //     first (see "Renames" below).
 //
+// The HEAD, objects/ and refs/ of a submodule git directory in use
+// (policy.ProtectValid) get no rule: git replaces HEAD by a rename, and SBPL cannot
+// judge the content a rename brings. Unlike under bwrap, nothing puts them back
+// after the run, so on macOS a command can break such a directory and nest a git
+// directory of its own in it for the user's next "git submodule update --init"
+// (review F5, 2026-12-02; not tested: this machine has no macOS).
+//
 // The denials come after the allow because in SBPL the last matching rule wins.
 // Unlike bwrap's rebinds they need no existing file: Seatbelt matches path strings,
 // so they also stop creation, and need no stand-ins. Protected paths outside every
@@ -89,8 +96,8 @@ func seatbeltProfile(pol policy.Execution, pps []policy.ProtectedPath) string {
 		ancestors := map[string]bool{}
 		for _, pp := range pps {
 			root := innermostRoot(pp.Path, pol.WritableRoots)
-			if root == "" {
-				continue
+			if root == "" || pp.Reason == policy.ProtectValid {
+				continue // git replaces HEAD by a rename; see below
 			}
 			for d := path.Dir(pp.Path); d != root && canon.LexicallyWithin(d, root); d = path.Dir(d) {
 				ancestors[d] = true

@@ -160,6 +160,17 @@ func because(d policy.Decision, pol policy.Execution) string {
 				what += "; only within the submodule git directories in it may the command write"
 			}
 		}
+	case policy.ProtectValid:
+		name := path.Base(g.Path)
+		if g.Kind == policy.PathDir {
+			name += "/"
+		}
+		what = fmt.Sprintf("the %s of the submodule git directory %s, kept valid so that git refuses a git directory planted inside it", name, g.GitDir)
+		if name == "HEAD" {
+			what += "; the fence allows a rename that brings a valid HEAD, and bwrap puts HEAD back after the run"
+		} else {
+			what += "; what lies within stays writable, and bwrap puts it back after the run"
+		}
 	case policy.ProtectPolicy:
 		what = "the policy file"
 		if strings.HasSuffix(g.Path, ".lock") && g.Path != pol.PolicyFile {

@@ -21,7 +21,9 @@ func whyScratch(t *testing.T) (*scratch, string) {
 	t.Helper()
 	s := newScratch(t)
 	testutil.MakeTree(t, s.ws, "file .git/HEAD ref: refs/heads/main", "dir .git/objects", "dir .git/refs",
-		"file .git/config [core]", "dir .git/hooks", "dir src", "link out -> "+s.beside, "file .toh/policy.json {}")
+		"file .git/config [core]", "dir .git/hooks", "dir src", "link out -> "+s.beside, "file .toh/policy.json {}",
+		"file .git/modules/sub/HEAD ref: refs/heads/main", "dir .git/modules/sub/objects", "dir .git/modules/sub/refs",
+		"file .git/modules/sub/config [core]", "file sub/.git gitdir: ../.git/modules/sub")
 	pf := filepath.Join(s.beside, "policy.json")
 	doc := fmt.Sprintf(`{"version": 1, "mode": "workspace-write", "workspaceRoot": %q, "protect": [".git/hooks", ".git/config", "secrets"],
 		"sessions": {"s1": {"cwd": %q, "events": [{"mode": "read-only"}]}}}`, s.ws, s.ws)
@@ -53,6 +55,10 @@ func TestWhyAnswers(t *testing.T) {
 		{[]string{"--path", ".git/objects/ab", "--op", "create"}, 0, "allow", ws + "/.git/objects/ab", ""},
 		{[]string{"--path", ".git/modules/lib", "--op", "create"}, 1, "deny (protected)", ws + "/.git/modules/lib",
 			`beneath ` + ws + `/.git/modules, the modules/ of the git directory ` + ws + "/.git, which may gain no entry"},
+		{[]string{"--path", ".git/modules/sub/HEAD", "--op", "rename"}, 1, "deny (protected)", ws + "/.git/modules/sub/HEAD",
+			"the HEAD of the submodule git directory " + ws + "/.git/modules/sub, kept valid so that git refuses a git directory planted inside it; the fence allows a rename that brings a valid HEAD"},
+		{[]string{"--path", ".git/modules/sub/objects", "--op", "delete"}, 1, "deny (protected)", ws + "/.git/modules/sub/objects", "the objects/ of the submodule git directory"},
+		{[]string{"--path", ".git/modules/sub/objects/ab", "--op", "create"}, 0, "allow", ws + "/.git/modules/sub/objects/ab", ""},
 		{[]string{"--path", "out/x", "--op", "write"}, 1, "deny (outside-writable-roots)", canon.Canonical(s.beside) + "/x", "in no writable root"},
 		{[]string{"--path", "out", "--op", "delete"}, 0, "allow", ws + "/out", ""},
 		{[]string{"--path", s.ws, "--op", "delete"}, 1, "deny (outside-writable-roots)", ws, "its own name lives in its parent"},
