@@ -656,7 +656,9 @@ var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, sys
 // terminal: a confined command that still holds a terminal fd could otherwise push
 // input into it with TIOCSTI (kernels with dev.tty.legacy_tiocsti=1, this machine
 // included) and have the user's shell run it after the sandbox exits. Terminal
-// signals then reach toh-exec, which forwards them to the child. The backends' argv
+// signals then reach toh-exec, which forwards them: under bwrap to the command's
+// processes (signalSandbox: bwrap forwards none, and dies by them), else to the
+// child. The backends' argv
 // stays the exact SPEC profile; bwrap's own --new-session would change it.
 //
 // sigs, when not nil, is a channel the caller already registered for the forwarded
@@ -764,7 +766,11 @@ func spawn(path string, argv []string, dir string, env []string, stdio Stdio, ta
 			return 0, 0, &stageError{err}
 		}
 	}
-	stop := ForwardSignals(sigs, proc)
+	var target interface{ Signal(os.Signal) error } = proc
+	if status != nil && status.kind == statusBwrap {
+		target = sandboxTarget{proc}
+	}
+	stop := ForwardSignals(sigs, target)
 	code, sig, err = proc.wait()
 	if last := stop(); status != nil {
 		status.forwarded = last
@@ -824,6 +830,18 @@ func (c execChild) wait() (code, sig int, err error) {
 		return 0, int(ws.Signal()), nil
 	}
 	return ps.ExitCode(), 0, nil
+}
+
+// sandboxTarget is where a bwrap run's forwarded signals go: the processes of its PID
+// namespace that a terminal's signal would reach (signalSandbox), or bwrap itself
+// while there are none yet.
+type sandboxTarget struct{ c child }
+
+func (t sandboxTarget) Signal(s os.Signal) error {
+	if sig, ok := s.(syscall.Signal); ok && signalSandbox(t.c.pid(), sig) {
+		return nil
+	}
+	return t.c.Signal(s)
 }
 
 // ForwardSignals passes every signal received on sigs to p until stop is called;

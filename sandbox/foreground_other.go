@@ -1,0 +1,9 @@
+//go:build !linux
+
+package sandbox
+
+import "syscall"
+
+// signalSandbox is Linux's (bwrap's PID namespace); elsewhere the runner itself is
+// signalled.
+func signalSandbox(root int, sig syscall.Signal) bool { return false }
