@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+	"unicode/utf8"
 
 	"github.com/toh-sandbox/toh/canon"
 )
@@ -32,7 +33,10 @@ var (
 // validates, and atomically replaces the file: a temp file in the same directory,
 // written, fsynced, renamed over path, then the directory fsynced. On any error the
 // temp file is removed and the original is untouched. The permission bits of an
-// existing file are kept (0644 otherwise).
+// existing file are kept (0644 otherwise). A missing directory of path is created
+// (0700, parents included): on a fresh account ~/.config/toh does not exist yet, and
+// "toh-exec policy set-mode" is the first thing a user runs (found by review: it
+// failed, as a malformed policy would).
 //
 // path itself must not be a symlink: a rename would replace the link with a file, and
 // writers spelling the path differently would lock different lock files. It is refused.
@@ -44,6 +48,9 @@ func Update(path string, fn func(*File) error) error {
 }
 
 func update(path string, fn func(*File) error) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
 	lock, err := openLock(path + ".lock")
 	if err != nil {
 		return err
@@ -250,6 +257,17 @@ func AddSession(path, id, cwd string) error {
 		return &FieldError{Field: at, Err: err}
 	}
 	cwd = canon.Canonical(cwd)
+	// The document is JSON, which carries only UTF-8: another name would be stored
+	// with U+FFFD in place of its bytes, and the session would bind to a directory
+	// of that other name if one existed (found by review).
+	if !utf8.ValidString(cwd) || !utf8.ValidString(id) {
+		return &FieldError{Field: at, Err: errors.New("not valid UTF-8: the policy file cannot carry it exactly")}
+	}
+	// A session's directory is its workspace root for good: one that does not exist
+	// could only make every run of the session fail.
+	if fi, err := os.Stat(cwd); err != nil || !fi.IsDir() {
+		return &FieldError{Field: at, Err: fmt.Errorf("%q is not an existing directory", cwd)}
+	}
 	return Update(path, func(f *File) error {
 		if _, ok := f.Sessions[id]; ok {
 			return fmt.Errorf("policy: %w: %q", ErrSessionExists, id)

@@ -477,3 +477,44 @@ func TestUpdateRefusesLinkedLock(t *testing.T) {
 		t.Fatalf("control: lock file %v, %v", fi, err)
 	}
 }
+
+// Update makes a missing directory of the policy file (0700): on a fresh account
+// ~/.config/toh does not exist yet (found by review: set-mode failed there).
+func TestUpdateMakesTheDirectory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "config", "toh")
+	path := filepath.Join(dir, "policy.json")
+	if err := SetMode(path, "", WorkspaceWrite); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("directory: %v %v, want 0700", fi, err)
+	}
+	f, _, err := Load(path)
+	if err != nil || f.Mode != WorkspaceWrite {
+		t.Fatalf("written policy: %+v %v", f, err)
+	}
+}
+
+// AddSession refuses a working directory that does not exist or that JSON cannot
+// carry exactly (found by review: a name with a byte that is not UTF-8 was stored
+// with U+FFFD, a different name). Control: an existing directory is stored.
+func TestAddSessionRefusesBadDirectories(t *testing.T) {
+	base := t.TempDir()
+	path := filepath.Join(base, "policy.json")
+	odd := filepath.Join(base, "ws\xff")
+	if err := os.Mkdir(odd, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, cwd := range []string{filepath.Join(base, "missing"), odd} {
+		if err := AddSession(path, "s", cwd); err == nil {
+			t.Errorf("AddSession(%q) = nil, want an error", cwd)
+		}
+	}
+	if _, err := os.Stat(path); err == nil {
+		t.Error("a refused session wrote the policy file")
+	}
+	if err := AddSession(path, "s", base); err != nil {
+		t.Fatal(err)
+	}
+}
