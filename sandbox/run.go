@@ -342,6 +342,11 @@ func Run(c Confined, pol policy.Execution, dir string, env []string, stdio Stdio
 		// Where the command starts, or a runner failure: without it bwrap starts the
 		// command in $HOME when dir is not there inside (under a tmpfs), quietly.
 		c.Argv = slices.Concat(c.Argv[:1], []string{"--chdir", dir}, c.Argv[1:])
+		if len(c.Argv)-1 > bwrapMaxArgs {
+			// bwrap refuses it with a "bwrap: " line, which reads as the sandbox being
+			// unavailable, with its advice to run unconfined (found by review).
+			return facts, &SpawnError{Argv0: c.Argv[0], Err: fmt.Errorf("bwrap takes at most %d arguments and this run needs %d: pass the command's through a file or xargs, or use --runner landlock", bwrapMaxArgs, len(c.Argv)-1)}
+		}
 	}
 	if c.standIns != nil {
 		// Access widened above the guarded paths is taken back after the run,
@@ -600,6 +605,30 @@ func checkDir(dir string) error {
 	}
 	if err := syscall.Access(dir, 1 /* X_OK */); err != nil {
 		return fmt.Errorf("working directory %q: %w", dir, err)
+	}
+	return nil
+}
+
+// bwrapMaxArgs is bwrap's MAX_ARGS: the most arguments it takes after its own name,
+// its options and the command's together (checked with bwrap 0.8: 9001 arguments
+// after the name fail).
+const bwrapMaxArgs = 9000
+
+// CheckRoots refuses a run whose writable roots are not all directories: a session
+// whose directory is gone, a cache root not made yet. Run spawned anyway, bwrap
+// fails to bind such a root and the Landlock launcher to open it (a rule path that
+// cannot be opened is fatal), which both read as the sandbox being unavailable,
+// with its advice to run unconfined (found by review); toh-exec calls this first
+// and names the cause instead (exit 124).
+func CheckRoots(pol policy.Execution) error {
+	for _, r := range pol.WritableRoots {
+		fi, err := os.Stat(r)
+		switch {
+		case err != nil:
+			return fmt.Errorf("writable root %q: %w (create it, or take it out of the policy)", r, errors.Unwrap(err))
+		case !fi.IsDir():
+			return fmt.Errorf("writable root %q: %w", r, syscall.ENOTDIR)
+		}
 	}
 	return nil
 }

@@ -153,7 +153,7 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return usageError(stderr, "--approval-command: %q is not an absolute path (a name would be looked up in $PATH, where a confined command may have put its own)", f.approvalCmd)
 	}
 	if f.probeTimeout <= 0 {
-		return usageError(stderr, "--probe-timeout: must be positive, got %v", f.probeTimeout)
+		return usageError(stderr, "--probe-timeout: must be positive, got %v", time.Duration(f.probeTimeout))
 	}
 	out := newOutput(f, stdout, stderr)
 	if out.err != nil {
@@ -306,6 +306,9 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		if filepath.IsAbs(os.Args[0]) {
 			invoked = os.Args[0]
 		}
+	}
+	if err := sandbox.CheckRoots(pol); err != nil {
+		return out.fail(exitCannotStart, "CANNOT_START", err)
 	}
 	if err := ownProgramRefusal(pol, conf.Backend, program{"toh-exec", self}, program{"toh-exec", invoked},
 		program{"toh-mount", mount}, program{"the runner", conf.Argv[0]}, program{"the approval command", f.approvalCmd}); err != nil {

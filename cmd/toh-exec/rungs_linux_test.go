@@ -889,3 +889,59 @@ func TestRunnerOrphansAreEnded(t *testing.T) {
 		t.Fatalf("the runner's orphan outlived the run: %v", left)
 	}
 }
+
+// TestMissingWritableRootCannotStart: a writable root that does not exist (a session
+// whose directory is gone, a root not made yet) is exit 124 naming it, on both
+// rungs, and never SANDBOX_UNAVAILABLE with its advice to run unconfined (found by
+// review: bwrap's "Can't find source path" read as a runner failure). Control: the
+// same policy runs once the directory exists.
+func TestMissingWritableRootCannotStart(t *testing.T) {
+	testutil.RequireBwrap(t)
+	s := newScratch(t)
+	gone := filepath.Join(s.beside, "gone")
+	pf := filepath.Join(s.beside, "gone.json")
+	if err := os.WriteFile(pf, []byte(fmt.Sprintf(`{"version":1,"mode":"workspace-write","workspaceRoot":%q}`, gone)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, rung := range []string{"bwrap", "landlock"} {
+		if rung == "landlock" && testutil.LandlockABI() == 0 {
+			continue
+		}
+		os.Remove(gone)
+		r := toh(t, s.ws, nil, "--policy", pf, "--runner", rung, "--", "true")
+		if r.code != 124 || !strings.Contains(r.stderr, `writable root "`+gone+`": no such file or directory`) || strings.Contains(r.stderr, "danger-full-access") {
+			t.Errorf("%s: exit %d, stderr %q; want 124 naming the missing root", rung, r.code, r.stderr)
+		}
+		if err := os.Mkdir(gone, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if r := toh(t, s.ws, nil, "--policy", pf, "--runner", rung, "--", "true"); r.code != 0 {
+			t.Errorf("%s: with the root made: exit %d, %q", rung, r.code, r.stderr)
+		}
+	}
+}
+
+// TestTooManyArgumentsForBwrap: a command line past bwrap's own limit is exit 124
+// saying so, never SANDBOX_UNAVAILABLE with its advice to run unconfined (found by
+// review); the Landlock rung, which has no such limit, runs it. Control: a line
+// within the limit runs under bwrap.
+func TestTooManyArgumentsForBwrap(t *testing.T) {
+	testutil.RequireBwrap(t)
+	s := newScratch(t)
+	args := make([]string, 9000)
+	for i := range args {
+		args[i] = strconv.Itoa(i)
+	}
+	r := toh(t, s.ws, nil, append([]string{"--policy", s.noPolicy, "--runner", "bwrap", "--", "true"}, args...)...)
+	if r.code != 124 || !strings.Contains(r.stderr, "bwrap takes at most 9000 arguments") || strings.Contains(r.stderr, "danger-full-access") {
+		t.Errorf("bwrap, 9000 arguments: exit %d, %q", r.code, r.stderr)
+	}
+	if r := toh(t, s.ws, nil, append([]string{"--policy", s.noPolicy, "--runner", "bwrap", "--", "true"}, args[:100]...)...); r.code != 0 {
+		t.Errorf("bwrap, 100 arguments: exit %d, %q", r.code, r.stderr)
+	}
+	if testutil.LandlockABI() > 0 {
+		if r := toh(t, s.ws, nil, append([]string{"--policy", s.noPolicy, "--runner", "landlock", "--", "true"}, args...)...); r.code != 0 {
+			t.Errorf("landlock, 9000 arguments: exit %d, %q", r.code, r.stderr)
+		}
+	}
+}
