@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
 	"syscall"
@@ -132,4 +133,59 @@ func procGroup(p int) (int, bool) {
 	}
 	g, err := strconv.Atoi(f[2])
 	return g, err == nil
+}
+
+// followJobControl makes a confined command stop and continue with toh-exec, as
+// it would as part of the terminal's job: the command runs in a session of its own
+// (see spawn), so the terminal's ^Z (SIGTSTP) reaches toh-exec alone. Before
+// 2026-12-02 toh-exec stopped and the command ran on, reading what the user typed
+// into the shell next (found by review). Now SIGTSTP stops the command's
+// processes (those signalSandbox reaches under bwrap; the command's process group,
+// which it leads, otherwise) with SIGSTOP, then toh-exec itself; the SIGCONT of
+// "fg" or "bg" continues them. It applies only while stdin is a terminal: with a
+// pipe or a file nothing can be read from the user's typing. Not covered: a job
+// continued in the background ("bg", or started with "&") that reads the terminal
+// is not stopped by the kernel (SIGTTIN), as it is outside the terminal's session.
+// The returned function ends the following once the command was reaped.
+func followJobControl(stdin any, proc child, bwrap bool) (stop func()) {
+	f, ok := stdin.(*os.File)
+	if !ok || f == nil {
+		return func() {}
+	}
+	if _, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS); err != nil {
+		return func() {}
+	}
+	jobs := make(chan os.Signal, 2)
+	signal.Notify(jobs, syscall.SIGTSTP, syscall.SIGCONT)
+	send := func(sig syscall.Signal) {
+		if bwrap {
+			if !signalSandbox(proc.pid(), sig) {
+				_ = proc.Signal(sig) // bwrap still setting up
+			}
+			return
+		}
+		_ = unix.Kill(-proc.pid(), sig)
+	}
+	done, ended := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(ended)
+		for {
+			select {
+			case s := <-jobs:
+				if s == syscall.SIGTSTP {
+					send(syscall.SIGSTOP)
+					_ = unix.Kill(os.Getpid(), unix.SIGSTOP)
+				} else {
+					send(syscall.SIGCONT)
+				}
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(jobs)
+		close(done)
+		<-ended
+	}
 }

@@ -800,7 +800,9 @@ func spawn(path string, argv []string, dir string, env []string, stdio Stdio, ta
 		target = sandboxTarget{proc}
 	}
 	stop := ForwardSignals(sigs, target)
+	jobs := followJobControl(stdio.Stdin, proc, status != nil && status.kind == statusBwrap)
 	code, sig, err = proc.wait()
+	jobs()
 	if last := stop(); status != nil {
 		status.forwarded = last
 	}
