@@ -135,12 +135,33 @@ func OpenAudit(path string) (*AuditLog, error) {
 		err = fmt.Errorf("it has %d names: give a file with one", st.Nlink)
 	case st.Mode&0o022 != 0:
 		err = fmt.Errorf("mode %04o lets others rewrite the records (chmod go-w)", st.Mode&0o7777)
+	case st.Size > 0 && !holdsRecords(resolved, &st):
+		// Records appended to a file of another kind would damage it (--audit
+		// /etc/passwd was accepted: found by review).
+		err = errors.New("it is not empty and holds no audit records: give a new file, or an audit log")
 	}
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("audit log %q: %w", path, err)
 	}
 	return startAudit(f, path, AuditMaxBytes)
+}
+
+// holdsRecords reports whether the file at p, which must be the file st describes,
+// starts like an audit log: a JSON object.
+func holdsRecords(p string, st *unix.Stat_t) bool {
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	var now unix.Stat_t
+	if unix.Fstat(fd, &now) != nil || now.Dev != st.Dev || now.Ino != st.Ino {
+		return false
+	}
+	var b [1]byte
+	n, _ := unix.Read(fd, b[:])
+	return n == 1 && b[0] == '{'
 }
 
 func startAudit(f *os.File, path string, max int64) (*AuditLog, error) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -59,6 +60,30 @@ func RecoverStale(mountpoint string) (int, error) {
 	}
 }
 
+// MountType is the file system type of what is mounted at mountpoint, as the last
+// (topmost) entry of /proc/self/mountinfo for that path names it ("fuse.toh" for a
+// fence), or "" when nothing is mounted there. mountpoint must be absolute and
+// canonical; its last component is not followed.
+func MountType(mountpoint string) (string, error) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return "", err
+	}
+	typ := ""
+	for line := range strings.SplitSeq(string(b), "\n") {
+		// ID parent major:minor root mountpoint options [optional...] - type source super
+		f := strings.Fields(line)
+		sep := slices.Index(f, "-")
+		if len(f) < 5 || sep < 0 || sep+1 >= len(f) {
+			continue
+		}
+		if unescapeMountinfo(f[4]) == mountpoint {
+			typ = f[sep+1]
+		}
+	}
+	return typ, nil
+}
+
 // Unmount unmounts mountpoint: umount2 as root, fusermount3 -u otherwise. lazy
 // detaches it even while files are open on it (MNT_DETACH, fusermount3 -z).
 func Unmount(mountpoint string, lazy bool) error {
@@ -67,7 +92,7 @@ func Unmount(mountpoint string, lazy bool) error {
 		if lazy {
 			flags = unix.MNT_DETACH
 		}
-		err := unix.Unmount(mountpoint, flags)
+		err := unix.Unmount(mountpoint, flags|unix.UMOUNT_NOFOLLOW)
 		if err == nil {
 			return nil
 		}

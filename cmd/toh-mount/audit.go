@@ -31,7 +31,7 @@ func runAudit(args []string, stdout, stderr io.Writer) int {
 		return usageError(stderr, "audit: %v", err)
 	}
 	if len(pos) != 1 {
-		return usageError(stderr, "audit: want one audit log FILE, got %d arguments", len(pos))
+		return usageError(stderr, "audit: want one audit log FILE, got %s", countArgs(len(pos)))
 	}
 	filter := fusefence.Filter{Op: *op, Rule: *rule}
 	if *rule != "" && !slices.Contains(fusefence.Rules, *rule) {

@@ -116,7 +116,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runUnmount(*unmount, stderr)
 	}
 	if len(pos) != 2 {
-		return usageError(stderr, "want SOURCE and MOUNTPOINT, got %d arguments", len(pos))
+		return usageError(stderr, "want SOURCE and MOUNTPOINT, got %s", countArgs(len(pos)))
 	}
 	return runMount(mountOptions{
 		source: pos[0], mountpoint: pos[1],
@@ -173,3 +173,11 @@ const rulesList = `read-only, outside-writable-roots, protected,
                   policy-file, audit-log, device-node, symlink-race,
                   multiply-linked, policy-invalid, ioctl, own-mount,
                   unreachable, protected-symlink`
+
+// countArgs is "1 argument", "2 arguments".
+func countArgs(n int) string {
+	if n == 1 {
+		return "1 argument"
+	}
+	return fmt.Sprintf("%d arguments", n)
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"sync"
@@ -70,6 +71,18 @@ func runMount(o mountOptions, stderr io.Writer) int {
 		return exitFailure
 	} else if n > 0 {
 		logf("%s was a stale mount (its daemon died); detached %d", o.mountpoint, n)
+	}
+	// A live fence there would be stacked over, its audit log hidden with it; a file
+	// gets a plain answer, not mount(2)'s (found by review).
+	if fi, err := os.Stat(o.mountpoint); err == nil && !fi.IsDir() {
+		logf("mountpoint %s is not a directory", o.mountpoint)
+		return exitFailure
+	}
+	if at, err := canonicalMountpoint(o.mountpoint); err == nil {
+		if typ, _ := fusefence.MountType(at); typ == fenceType {
+			logf("%s is already served by a toh-mount: end that one first (toh-mount -u %s)", o.mountpoint, o.mountpoint)
+			return exitFailure
+		}
 	}
 
 	if o.cpuprofile != "" {
@@ -175,12 +188,56 @@ func runMount(o mountOptions, stderr io.Writer) int {
 	return closeAudit()
 }
 
+// fenceType is the file system type a fence's mounts have in mountinfo.
+const fenceType = "fuse.toh"
+
+// canonicalMountpoint is p absolute, its directory canonical and its last component
+// as it is: it must not be a symbolic link (a mountpoint never is one).
+func canonicalMountpoint(p string) (string, error) {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	dir, err := filepath.EvalSymlinks(filepath.Dir(abs))
+	if err != nil {
+		return "", err
+	}
+	at := filepath.Join(dir, filepath.Base(abs))
+	fi, err := os.Lstat(at)
+	switch {
+	case err != nil:
+		return "", err
+	case fi.Mode()&os.ModeSymlink != 0:
+		return "", fmt.Errorf("%s is a symbolic link, not a mountpoint", p)
+	}
+	return at, nil
+}
+
 // stopGrace is how long a stopping daemon waits for its requests to end after a plain
 // unmount before it aborts the connection (fusefence.Fence.Stop).
 const stopGrace = 2 * time.Second
 
 func runUnmount(mountpoint string, stderr io.Writer) int {
-	if err := fusefence.Unmount(mountpoint, false); err != nil {
+	// Only a fence, and only at that very path: as root umount2 would take any
+	// mount there, a tmpfs or /proc, and follow a symlink to another (found by
+	// review). fusermount3, for other users, checks ownership itself.
+	at, err := canonicalMountpoint(mountpoint)
+	if err != nil {
+		fmt.Fprintf(stderr, "toh-mount: %v\n", err)
+		return exitFailure
+	}
+	switch typ, err := fusefence.MountType(at); {
+	case err != nil:
+		fmt.Fprintf(stderr, "toh-mount: %v\n", err)
+		return exitFailure
+	case typ == "":
+		fmt.Fprintf(stderr, "toh-mount: %s is not a mount point\n", mountpoint)
+		return exitFailure
+	case typ != fenceType:
+		fmt.Fprintf(stderr, "toh-mount: %s is a %s mount, not a toh-mount one: left alone\n", mountpoint, typ)
+		return exitFailure
+	}
+	if err := fusefence.Unmount(at, false); err != nil {
 		fmt.Fprintf(stderr, "toh-mount: %v\n", err)
 		return exitFailure
 	}

@@ -877,3 +877,80 @@ echo "daemon exit: $?"
 		t.Errorf("audit of the unprivileged leg: exit %d:\n%s", code, aout)
 	}
 }
+
+// TestUnmountOnlyAFence: toh-mount -u ends only a toh-mount's mount at exactly the
+// path given. As root umount2 once took any mount there (a tmpfs; /proc was tried)
+// and followed a symlink to another (found by review). Negative controls: a tmpfs,
+// a symlink to it and a plain directory are refused with a message and left as they
+// are; positive: TestUnmountFlag.
+func TestUnmountOnlyAFence(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting the tmpfs needs root")
+	}
+	tr := newTree(t, policy.ReadOnly)
+	tm := tr.base + "/tm"
+	if err := os.Mkdir(tm, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("none", tm, "tmpfs", 0, ""); err != nil {
+		t.Skipf("tmpfs: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(tm, unix.MNT_DETACH) })
+	if err := os.WriteFile(tm+"/keep", nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(tm, tr.base+"/tmlink"); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{
+		tm:                  "is a tmpfs mount, not a toh-mount one",
+		tr.base + "/tmlink": "is a symbolic link",
+		tr.src:              "is not a mount point",
+	} {
+		out, err := exec.Command(binary, "-u", path).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), want) {
+			t.Errorf("toh-mount -u %s: %v %q, want a refusal saying %q", path, err, out, want)
+		}
+	}
+	if _, err := os.Stat(tm + "/keep"); err != nil {
+		t.Errorf("the tmpfs was unmounted: %v", err)
+	}
+}
+
+// TestStartRefusals: a mountpoint that is a file, one a live toh-mount already
+// serves (a second one was stacked over it, the first's audit log hidden with it),
+// and an audit log that is not one (--audit /etc/passwd was accepted, and a denial
+// would have been appended to it) are refused with a message, and nothing more is
+// mounted. All found by review. Control: the first daemon keeps serving.
+func TestStartRefusals(t *testing.T) {
+	testutil.RequireFUSE(t)
+	tr := newTree(t, policy.ReadOnly)
+	file := tr.base + "/afile"
+	notLog := tr.base + "/cfg/passwd"
+	for _, f := range []string{file, notLog} {
+		if err := os.WriteFile(f, []byte("root:x:0:0:root:/root:/bin/bash\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refused := func(what, want string, args ...string) {
+		t.Helper()
+		cmd := exec.Command(binary, args...)
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), want) {
+			t.Errorf("%s: %v %q, want a refusal saying %q", what, err, out, want)
+		}
+	}
+	refused("a file as the mountpoint", "is not a directory", "--policy", tr.policy, tr.src, file)
+	refused("an audit log that is not one", "holds no audit records", "--policy", tr.policy, "--audit", notLog, tr.src, tr.mnt)
+	if b, _ := os.ReadFile(notLog); string(b) != "root:x:0:0:root:/root:/bin/bash\n" {
+		t.Errorf("the file given as audit log changed: %q", b)
+	}
+	startDaemon(t, tr.src, tr.mnt, tr.args()...)
+	refused("a mountpoint already served", "already served by a toh-mount", "--policy", tr.policy, tr.src, tr.mnt)
+	if n := mountCount(tr.mnt); n != 1 {
+		t.Errorf("%d mounts on the mountpoint, want the first daemon's alone", n)
+	}
+	if _, err := os.Stat(tr.mnt + "/f"); err != nil {
+		t.Errorf("the first daemon stopped serving: %v", err)
+	}
+}
