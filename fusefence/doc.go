@@ -36,7 +36,12 @@
 // or move the link, judged by the link's own path, never what it leads to. A
 // directory shown under a name below itself (a link out whose directory leads back
 // to it, a bind mount of an ancestor) answers ELOOP there, as the kernel does for
-// such an alias.
+// such an alias. What that costs a caller (found by review): git through the mount
+// sees a committed symlink that leads out of SOURCE as a file whose content is its
+// target's ("T" in git status, and "git commit -a" would commit that content);
+// "python3 -m venv" chmods what it takes for a copied interpreter and is refused
+// (--copies works); "cp -a" cannot give such an entry its owner back; tar archives
+// it as a file.
 //
 // A symlink that leads back into the mount itself (to MOUNTPOINT or below, or
 // through a mount of this file system elsewhere) answers ELOOP too, and a mutation
@@ -194,7 +199,9 @@
 //     a non-directory with more than one link is denied (rule multiply-linked): its
 //     other names may lie outside every root and nothing lists them. The price: a
 //     file hard-linked inside the workspace (git's local clones link objects, which
-//     are never written; pnpm links package files) is read-only through the fence.
+//     git never rewrites, though it refreshes their times: each such utimes is
+//     denied and recorded, and git then writes the object anew; pnpm links package
+//     files) is read-only through the fence.
 //     unlink and rename of such a file are allowed: they change names, not the file.
 //     Such a file is one inode to the kernel, judged under the name it was last
 //     looked up by: a change of its content is denied under any name, as
@@ -316,6 +323,10 @@
 // daemon 8% less CPU and a git status 14% less (bench/README.md). At most 1024
 // such descriptors are held, each closed when its node is forgotten or, once
 // expired, within another timeout; mutations never use them.
+//
+// A change made to SOURCE from outside the mount raises no inotify or fanotify event
+// on the mount (the kernel learns of none): a watcher there (an editor, a test
+// runner in watch mode) sees only changes made through the mount.
 //
 // Staleness bound: a change made to SOURCE from outside the mount is visible
 // through it after at most the timeout (1 s): names, attributes, listings and,
