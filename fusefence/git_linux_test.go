@@ -381,6 +381,43 @@ func TestSubmoduleGitDirStaysValid(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.noRecords("a valid HEAD renamed into place")
+	// The new HEAD keeps the replaced one's owner and mode, never the source's: a
+	// valid HEAD.lock of mode 000 (or, as root, another user's of mode 0600) made a
+	// HEAD the user's git could not read, and E broken for git (review: PWNED).
+	var was unix.Stat_t
+	if err := unix.Stat(e.s(gd+"/HEAD"), &was); err != nil {
+		t.Fatal(err)
+	}
+	for _, perm := range []uint32{0, 0o600} {
+		if err := writeAt(e.m(gd+"/HEAD.lock"), unix.O_CREAT|unix.O_WRONLY|unix.O_EXCL, "ref: refs/heads/main\n"); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Chmod(e.m(gd+"/HEAD.lock"), perm); err != nil {
+			t.Fatal(err)
+		}
+		if os.Geteuid() == 0 {
+			if err := os.Lchown(e.s(gd+"/HEAD.lock"), 4242, 4242); err != nil { // on the host: another user's
+				t.Fatal(err)
+			}
+		}
+		if err := unix.Rename(e.m(gd+"/HEAD.lock"), e.m(gd+"/HEAD")); err != nil {
+			if perm == 0 && os.Geteuid() != 0 && err == unix.EACCES {
+				// A daemon that is not root cannot read it to check it: refused.
+				os.Remove(e.m(gd + "/HEAD.lock"))
+				continue
+			}
+			t.Fatalf("renaming a valid HEAD of mode %04o into place: %v", perm, err)
+		}
+		var now unix.Stat_t
+		if err := unix.Stat(e.s(gd+"/HEAD"), &now); err != nil {
+			t.Fatal(err)
+		}
+		if now.Mode != was.Mode || now.Uid != was.Uid || now.Gid != was.Gid {
+			t.Errorf("HEAD renamed in from a file of mode %04o: mode %06o owner %d:%d, want the replaced HEAD's %06o %d:%d",
+				perm, now.Mode, now.Uid, now.Gid, was.Mode, was.Uid, was.Gid)
+		}
+	}
+	e.noRecords("valid HEADs of odd modes renamed into place")
 
 	// git itself in the submodule, through the mount.
 	g.must(e.m("lib"), "checkout", "-q", "--detach")

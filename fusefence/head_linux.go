@@ -29,8 +29,9 @@ const maxHead = 4096
 // included, could rewrite after the check. Nobody holds the copy open, and HEAD
 // cannot be opened for writing, truncated, removed or renamed away (its record
 // denies that), nor, linked elsewhere, written (rule multiply-linked): its content
-// stays what was checked. The copy has the source's owner and permission bits; its
-// inode number and times are new, which git does not look at. A daemon killed
+// stays what was checked. The copy has the replaced HEAD's owner and permission
+// bits (owner-readable), never the source's; its inode number and times are new,
+// which git does not look at. A daemon killed
 // between the replacement and the removal leaves the source behind (git then finds
 // HEAD.lock taken, and says so).
 func (n *node) renameHead(ctx context.Context, s *snapshot, g1, g2 *grant, d1 int, b1 string, d2 int, b2 string, flags uint32) syscall.Errno {
@@ -86,12 +87,22 @@ func (n *node) renameHead(ctx context.Context, s *snapshot, g1, g2 *grant, d1 in
 	if fd < 0 {
 		return syscall.EEXIST
 	}
+	// The copy keeps the owner and mode of the HEAD it replaces, which its record
+	// keeps from changing, owner-readable: never the source's. A HEAD.lock of mode
+	// 000 (or, to a root daemon, one of another user's, 0600) renamed in made a HEAD
+	// the user's git could not read, so a directory git took for broken, and F5 went
+	// through again (found by review: PWNED). No HEAD there: the source's owner, 0644.
+	uid, gid, mode := int(st.Uid), int(st.Gid), uint32(0o644)
+	var prev unix.Stat_t
+	if unix.Fstatat(d2, b2, &prev, unix.AT_SYMLINK_NOFOLLOW) == nil && prev.Mode&unix.S_IFMT == unix.S_IFREG {
+		uid, gid, mode = int(prev.Uid), int(prev.Gid), prev.Mode&0o777|0o400
+	}
 	err = writeAll(fd, head)
 	if err == nil && n.f.asRoot() {
-		err = unix.Fchown(fd, int(st.Uid), int(st.Gid))
+		err = unix.Fchown(fd, uid, gid)
 	}
 	if err == nil {
-		err = unix.Fchmod(fd, st.Mode&0o777)
+		err = unix.Fchmod(fd, mode)
 	}
 	if cerr := unix.Close(fd); err == nil {
 		err = cerr
