@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -37,8 +38,26 @@ func signalSandbox(root int, sig syscall.Signal) bool {
 	if !ok {
 		return false
 	}
-	seen := map[int]bool{init: true}
-	queue := kids(init)
+	descendants(init, func(p int) bool {
+		withPidfd(p, func(fd int) {
+			if g, ok := procGroup(p); ok && g == group {
+				_ = unix.PidfdSendSignal(fd, sig, nil, 0)
+			}
+		})
+		return false
+	})
+	return true
+}
+
+// maxSandboxProcs bounds the walks of descendants: a run that forks without end
+// cannot hold a signal's delivery.
+const maxSandboxProcs = 1 << 14
+
+// descendants visits root's descendants (not root), nearest first, until visit
+// returns true or maxSandboxProcs were seen.
+func descendants(root int, visit func(p int) bool) {
+	seen := map[int]bool{root: true}
+	queue := kids(root)
 	for len(queue) > 0 && len(seen) < maxSandboxProcs {
 		p := queue[0]
 		queue = queue[1:]
@@ -46,42 +65,40 @@ func signalSandbox(root int, sig syscall.Signal) bool {
 			continue
 		}
 		seen[p] = true
+		if visit(p) {
+			return
+		}
 		queue = append(queue, kids(p)...)
-		fd, err := unix.PidfdOpen(p, 0)
-		if err != nil {
-			continue // gone
-		}
-		if g, ok := procGroup(p); ok && g == group {
-			_ = unix.PidfdSendSignal(fd, sig, nil, 0)
-		}
-		unix.Close(fd)
 	}
-	return true
 }
 
-// maxSandboxProcs bounds the walks of signalSandbox: a run that forks without end
-// cannot hold the signal's delivery.
-const maxSandboxProcs = 1 << 14
+// withPidfd runs fn with a pidfd of p, unless p is gone. Whatever fn checks of p
+// through /proc after the open is then known to be of the process the pidfd names.
+func withPidfd(p int, fn func(fd int)) {
+	fd, err := unix.PidfdOpen(p, 0)
+	if err != nil {
+		return
+	}
+	fn(fd)
+	unix.Close(fd)
+}
 
 // namespaceInit is the first descendant of root (root included) that is the init
 // of a PID namespace below this process's, or 0.
 func namespaceInit(root int) int {
 	self := nsDepth(os.Getpid())
-	seen := map[int]bool{}
-	queue := []int{root}
-	for len(queue) > 0 && len(seen) < maxSandboxProcs {
-		p := queue[0]
-		queue = queue[1:]
-		if seen[p] {
-			continue
-		}
-		seen[p] = true
-		if d, last := nsPid(p); d > self && last == 1 {
-			return p
-		}
-		queue = append(queue, kids(p)...)
+	if d, last := nsPid(root); d > self && last == 1 {
+		return root
 	}
-	return 0
+	init := 0
+	descendants(root, func(p int) bool {
+		if d, last := nsPid(p); d > self && last == 1 {
+			init = p
+			return true
+		}
+		return false
+	})
+	return init
 }
 
 // nsDepth is how many PID namespaces p is seen in (0 when unknown).
@@ -139,13 +156,15 @@ func procGroup(p int) (int, bool) {
 // it would as part of the terminal's job: the command runs in a session of its own
 // (see spawn), so the terminal's ^Z (SIGTSTP) reaches toh-exec alone. Before
 // 2026-12-02 toh-exec stopped and the command ran on, reading what the user typed
-// into the shell next (found by review). Now SIGTSTP stops the command's
-// processes (those signalSandbox reaches under bwrap; the command's process group,
-// which it leads, otherwise) with SIGSTOP, then toh-exec itself; the SIGCONT of
-// "fg" or "bg" continues them. It applies only while stdin is a terminal: with a
-// pipe or a file nothing can be read from the user's typing. Not covered: a job
-// continued in the background ("bg", or started with "&") that reads the terminal
-// is not stopped by the kernel (SIGTTIN), as it is outside the terminal's session.
+// into the shell next (found by review). Now SIGTSTP stops every process of the
+// run (runProcesses), whatever its process group or session (a review left the
+// group with setpgrp and read on), then toh-exec itself; the SIGCONT of "fg" or
+// "bg" continues them. It applies only while stdin is a terminal: with a pipe or a
+// file nothing can be read from the user's typing. Not covered: a job continued
+// in the background ("bg", or started with "&") that reads the terminal is not
+// stopped by the kernel (SIGTTIN), as it is outside the terminal's session; and
+// under Landlock a toh-exec killed (SIGKILL) while stopped leaves the run stopped
+// for good (bwrap's die-with-parent ends it).
 // The returned function ends the following once the command was reaped.
 func followJobControl(stdin any, proc child, bwrap bool) (stop func()) {
 	f, ok := stdin.(*os.File)
@@ -157,26 +176,26 @@ func followJobControl(stdin any, proc child, bwrap bool) (stop func()) {
 	}
 	jobs := make(chan os.Signal, 2)
 	signal.Notify(jobs, syscall.SIGTSTP, syscall.SIGCONT)
-	send := func(sig syscall.Signal) {
-		if bwrap {
-			if !signalSandbox(proc.pid(), sig) {
-				_ = proc.Signal(sig) // bwrap still setting up
-			}
-			return
-		}
-		_ = unix.Kill(-proc.pid(), sig)
-	}
 	done, ended := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(ended)
+		var held []int // pidfds of the processes stopped here: SIGCONT is theirs only
+		release := func(sig syscall.Signal) {
+			for _, fd := range held {
+				_ = unix.PidfdSendSignal(fd, sig, nil, 0)
+				unix.Close(fd)
+			}
+			held = nil
+		}
+		defer release(unix.SIGCONT)
 		for {
 			select {
 			case s := <-jobs:
 				if s == syscall.SIGTSTP {
-					send(syscall.SIGSTOP)
+					held = append(held, stopRun(proc, bwrap)...)
 					_ = unix.Kill(os.Getpid(), unix.SIGSTOP)
 				} else {
-					send(syscall.SIGCONT)
+					release(unix.SIGCONT)
 				}
 			case <-done:
 				return
@@ -188,4 +207,67 @@ func followJobControl(stdin any, proc child, bwrap bool) (stop func()) {
 		close(done)
 		<-ended
 	}
+}
+
+// stopRun stops every process of the run with SIGSTOP, in passes until one finds
+// none running (a process may fork until it stops; one blocked in the kernel stops
+// when it returns), at most stopPasses of them. It returns a pidfd of each process
+// it stopped, for the SIGCONT that continues them: a process the command had
+// stopped itself stays stopped.
+func stopRun(proc child, bwrap bool) (stopped []int) {
+	have := map[int]bool{}
+	for range stopPasses {
+		running := 0
+		runProcesses(proc, bwrap, func(fd, p int) {
+			if st := procState(p); st != 'T' && st != 't' && st != 'Z' && st != 'X' && st != 0 {
+				running++
+				if unix.PidfdSendSignal(fd, unix.SIGSTOP, nil, 0) == nil && !have[p] {
+					if dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0); err == nil {
+						have[p] = true
+						stopped = append(stopped, dup)
+					}
+				}
+			}
+		})
+		if running == 0 {
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return stopped
+}
+
+const stopPasses = 50
+
+// runProcesses calls fn with a pidfd of every process of the run: under bwrap every
+// process of its PID namespace but the namespace's init (orphans are reparented to
+// that init, so none is missed), or bwrap itself while there is no namespace yet;
+// otherwise every descendant of this process, which is the child subreaper of its
+// runs (leftovers_linux.go), so a process that detached is still among them.
+func runProcesses(proc child, bwrap bool, fn func(fd, p int)) {
+	root := os.Getpid()
+	if bwrap {
+		if root = namespaceInit(proc.pid()); root == 0 {
+			withPidfd(proc.pid(), func(fd int) { fn(fd, proc.pid()) })
+			return
+		}
+	}
+	descendants(root, func(p int) bool {
+		withPidfd(p, func(fd int) { fn(fd, p) })
+		return false
+	})
+}
+
+// procState is p's state letter from /proc/p/stat (R, S, D, T, t, Z, ...), 0 when
+// gone.
+func procState(p int) byte {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/stat")
+	if err != nil {
+		return 0
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 || i+2 >= len(b) {
+		return 0
+	}
+	return b[i+2]
 }

@@ -796,8 +796,11 @@ func spawn(path string, argv []string, dir string, env []string, stdio Stdio, ta
 		}
 	}
 	var target interface{ Signal(os.Signal) error } = proc
-	if status != nil && status.kind == statusBwrap {
+	switch {
+	case status != nil && status.kind == statusBwrap:
 		target = sandboxTarget{proc}
+	case newSession:
+		target = groupTarget{proc}
 	}
 	stop := ForwardSignals(sigs, target)
 	jobs := followJobControl(stdio.Stdin, proc, status != nil && status.kind == statusBwrap)
@@ -870,6 +873,20 @@ type sandboxTarget struct{ c child }
 
 func (t sandboxTarget) Signal(s os.Signal) error {
 	if sig, ok := s.(syscall.Signal); ok && signalSandbox(t.c.pid(), sig) {
+		return nil
+	}
+	return t.c.Signal(s)
+}
+
+// groupTarget is where the other runs' forwarded signals go: the command's process
+// group, which it leads (it starts in a session of its own), as a terminal's signal
+// would; the command alone when the group is gone. Before 2026-12-02 only the
+// command got them, and ^C left "sleep 100 | cat" under Landlock running to its end
+// (bash waits for its pipeline).
+type groupTarget struct{ c child }
+
+func (t groupTarget) Signal(s os.Signal) error {
+	if sig, ok := s.(syscall.Signal); ok && t.c.pid() > 0 && syscall.Kill(-t.c.pid(), sig) == nil {
 		return nil
 	}
 	return t.c.Signal(s)

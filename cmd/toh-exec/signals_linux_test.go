@@ -67,5 +67,28 @@ sleep 30 & wait`
 				}
 			})
 		}
+		// A pipeline ends on ^C as in a terminal: every process of the command's group
+		// gets it, not only the shell, which would wait for the pipeline (before
+		// 2026-12-02 under Landlock: the run went on for the whole sleep).
+		t.Run(rung+"/pipeline", func(t *testing.T) {
+			cmd := exec.Command(tohExec, "--policy", s.noPolicy, "--runner", rung, "-c", "sleep 300 | cat")
+			cmd.Dir = s.ws
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "the pipeline to start", func() bool { return len(descendantsOf(cmd.Process.Pid, "sleep", "300")) == 1 })
+			cmd.Process.Signal(syscall.SIGINT)
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case <-done:
+			case <-time.After(60 * time.Second):
+				cmd.Process.Kill()
+				t.Fatal("toh-exec did not end: the pipeline did not get the signal")
+			}
+			if code := cmd.ProcessState.ExitCode(); code != 130 {
+				t.Errorf("exit status %d, want 130", code)
+			}
+		})
 	}
 }

@@ -396,13 +396,15 @@ func TestStoppedTerminalOutputDoesNotOutlastTheRun(t *testing.T) {
 // command runs in a session of its own), stops the command too, so that it cannot
 // read what the user types into the shell meanwhile; the SIGCONT of "fg" continues
 // it, and it reads what was typed. Before 2026-12-02 toh-exec stopped and the
-// command went on reading the terminal (found by review). Negative control: with
-// toh-exec stopped, the command's process is stopped ('T') and a line typed then
-// is not read; positive: after SIGCONT it is, and the run ends normally.
+// command went on reading the terminal (found by review), and the first fix
+// stopped only the command's process group, which a reader that made a session of
+// its own left (found by the next review). Negative control: with toh-exec stopped,
+// the reading process is stopped ('T') and a line typed then is not read;
+// positive: after SIGCONT it is, and the run ends normally.
 func TestCtrlZStopsTheCommand(t *testing.T) {
 	testutil.RequireBwrap(t)
 	s := newScratch(t)
-	script := `while read l; do echo "$l" >> got; done`
+	reader := `while read l; do echo "$l" >> got; done`
 	got := func() string { b, _ := os.ReadFile(s.ws + "/got"); return string(b) }
 	state := func(pid int) byte {
 		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
@@ -416,54 +418,61 @@ func TestCtrlZStopsTheCommand(t *testing.T) {
 		if rung == "landlock" && testutil.LandlockABI() == 0 {
 			continue
 		}
-		os.Remove(s.ws + "/got")
-		master, slave := openPTY(t)
-		cmd := exec.Command(tohExec, "--policy", s.noPolicy, "--runner", rung, "--mode", "workspace-write", "-c", script)
-		cmd.Dir = s.ws
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		slave.Close()
-		go func() {
-			buf := make([]byte, 4096)
-			for {
-				if _, err := master.Read(buf); err != nil {
-					return
+		for _, c := range []struct{ name, script string }{
+			{"the command", reader},
+			{"a reader in a session of its own", "exec 3<&0; setsid sh -c '" + reader + "' <&3 & wait"},
+		} {
+			t.Run(rung+"/"+c.name, func(t *testing.T) {
+				os.Remove(s.ws + "/got")
+				master, slave := openPTY(t)
+				defer master.Close()
+				cmd := exec.Command(tohExec, "--policy", s.noPolicy, "--runner", rung, "--mode", "workspace-write", "-c", c.script)
+				cmd.Dir = s.ws
+				cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+				cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
 				}
-			}
-		}()
-		master.Write([]byte("one\n"))
-		waitFor(t, "the first line to be read", func() bool { return got() == "one\n" })
-		var readers []int
-		waitFor(t, "the reading shell", func() bool {
-			readers = descendantsOf(cmd.Process.Pid, "bash", "-c", script)
-			return len(readers) == 1
-		})
-		master.Write([]byte{0x1a}) // ^Z
-		waitFor(t, "toh-exec and the command to stop", func() bool {
-			return state(cmd.Process.Pid) == 'T' && state(readers[0]) == 'T'
-		})
-		master.Write([]byte("secret\n"))
-		time.Sleep(200 * time.Millisecond)
-		if g := got(); g != "one\n" {
-			t.Errorf("%s: the command read the terminal while stopped: %q", rung, g)
+				slave.Close()
+				go func() {
+					buf := make([]byte, 4096)
+					for {
+						if _, err := master.Read(buf); err != nil {
+							return
+						}
+					}
+				}()
+				var readers []int
+				waitFor(t, "the reading shell", func() bool {
+					readers = append(descendantsOf(cmd.Process.Pid, "bash", "-c", reader), descendantsOf(cmd.Process.Pid, "sh", "-c", reader)...)
+					return len(readers) == 1
+				})
+				master.Write([]byte("one\n"))
+				waitFor(t, "the first line to be read", func() bool { return got() == "one\n" })
+				master.Write([]byte{0x1a}) // ^Z
+				waitFor(t, "toh-exec and the reader to stop", func() bool {
+					return state(cmd.Process.Pid) == 'T' && state(readers[0]) == 'T'
+				})
+				master.Write([]byte("secret\n"))
+				time.Sleep(200 * time.Millisecond)
+				if g := got(); g != "one\n" {
+					t.Errorf("the reader read the terminal while stopped: %q", g)
+				}
+				cmd.Process.Signal(syscall.SIGCONT) // fg
+				waitFor(t, "the line typed meanwhile to be read", func() bool { return got() == "one\nsecret\n" })
+				master.Write([]byte{4}) // ^D
+				done := make(chan error, 1)
+				go func() { done <- cmd.Wait() }()
+				select {
+				case <-done:
+				case <-time.After(10 * time.Second):
+					cmd.Process.Kill()
+					t.Fatal("toh-exec did not end")
+				}
+				if code := cmd.ProcessState.ExitCode(); code != 0 {
+					t.Errorf("exit status %d", code)
+				}
+			})
 		}
-		cmd.Process.Signal(syscall.SIGCONT) // fg
-		waitFor(t, "the line typed meanwhile to be read", func() bool { return got() == "one\nsecret\n" })
-		master.Write([]byte{4}) // ^D
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			t.Fatalf("%s: toh-exec did not end", rung)
-		}
-		if code := cmd.ProcessState.ExitCode(); code != 0 {
-			t.Errorf("%s: exit status %d", rung, code)
-		}
-		master.Close()
 	}
 }
