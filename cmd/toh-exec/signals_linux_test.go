@@ -76,7 +76,12 @@ sleep 30 & wait`
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, "the pipeline to start", func() bool { return len(descendantsOf(cmd.Process.Pid, "sleep", "300")) == 1 })
+			// Both exec'd: a shell's child between fork and exec has the shell's own
+			// handler, and a ^C there is lost, as in a terminal (the pipeline then
+			// ends with cat's 0 when sleep dies).
+			waitFor(t, "the pipeline to start", func() bool {
+				return len(descendantsOf(cmd.Process.Pid, "sleep", "300")) == 1 && len(descendantsOf(cmd.Process.Pid, "cat")) == 1
+			})
 			cmd.Process.Signal(syscall.SIGINT)
 			done := make(chan error, 1)
 			go func() { done <- cmd.Wait() }()
