@@ -1,8 +1,10 @@
 package sandbox
 
 import (
+	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -34,13 +36,13 @@ func signalSandbox(root int, sig syscall.Signal) bool {
 	if init == 0 {
 		return false
 	}
-	group, ok := procGroup(init)
+	_, group, _, ok := procStat(init)
 	if !ok {
 		return false
 	}
 	descendants(init, func(p int) bool {
 		withPidfd(p, func(fd int) {
-			if g, ok := procGroup(p); ok && g == group {
+			if _, g, _, ok := procStat(p); ok && g == group {
 				_ = unix.PidfdSendSignal(fd, sig, nil, 0)
 			}
 		})
@@ -133,38 +135,22 @@ func kids(p int) []int {
 	return k
 }
 
-// procGroup is p's process group, as this process's /proc numbers it.
-func procGroup(p int) (int, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/stat")
-	if err != nil {
-		return 0, false
-	}
-	// pid (comm) state ppid pgrp ...: comm may hold anything but the last ')'.
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return 0, false
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 3 {
-		return 0, false
-	}
-	g, err := strconv.Atoi(f[2])
-	return g, err == nil
-}
-
 // followJobControl makes a confined command stop and continue with toh-exec, as
 // it would as part of the terminal's job: the command runs in a session of its own
 // (see spawn), so the terminal's ^Z (SIGTSTP) reaches toh-exec alone. Before
 // 2026-12-02 toh-exec stopped and the command ran on, reading what the user typed
 // into the shell next (found by review). Now SIGTSTP stops every process of the
-// run (runProcesses), whatever its process group or session (a review left the
-// group with setpgrp and read on), then toh-exec itself; the SIGCONT of "fg" or
-// "bg" continues them. It applies only while stdin is a terminal: with a pipe or a
-// file nothing can be read from the user's typing. Not covered: a job continued
-// in the background ("bg", or started with "&") that reads the terminal is not
-// stopped by the kernel (SIGTTIN), as it is outside the terminal's session; and
-// under Landlock a toh-exec killed (SIGKILL) while stopped leaves the run stopped
-// for good (bwrap's die-with-parent ends it).
+// run (stopRun), whatever its process group or session, then toh-exec itself; the
+// SIGCONT of "fg" or "bg" continues them. A run that cannot be stopped is ended
+// instead (SIGKILL): it would read the terminal on. Where the kernel would discard
+// a terminal's SIGTSTP (toh-exec's process group is orphaned: no parent in the
+// session to continue it, as under a harness's pty) nothing happens, as for any
+// program. It applies only while stdin is a terminal: with a pipe or a file
+// nothing can be read from the user's typing. Not covered: a job continued in the
+// background ("bg", or started with "&") that reads the terminal is not stopped by
+// the kernel (SIGTTIN), as it is outside the terminal's session; and under
+// Landlock a toh-exec killed (SIGKILL) while stopped leaves the run stopped for
+// good (bwrap's die-with-parent ends it).
 // The returned function ends the following once the command was reaped.
 func followJobControl(stdin any, proc child, bwrap bool) (stop func()) {
 	f, ok := stdin.(*os.File)
@@ -191,11 +177,23 @@ func followJobControl(stdin any, proc child, bwrap bool) (stop func()) {
 		for {
 			select {
 			case s := <-jobs:
-				if s == syscall.SIGTSTP {
-					held = append(held, stopRun(proc, bwrap)...)
-					_ = unix.Kill(os.Getpid(), unix.SIGSTOP)
-				} else {
+				switch {
+				case s == syscall.SIGCONT:
 					release(unix.SIGCONT)
+				case orphanedGroup():
+				default:
+					stopped, ok := stopRun(proc, bwrap)
+					held = append(held, stopped...)
+					if !ok {
+						// Processes still ran after every pass: end the run rather
+						// than stop with it reading the terminal.
+						release(unix.SIGKILL)
+						runProcesses(proc, bwrap, func(fd, _ int) { _ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) })
+						_ = proc.Kill()
+						fmt.Fprintln(os.Stderr, "toh-exec: the run could not be stopped (its processes kept running); it was ended")
+						continue
+					}
+					_ = unix.Kill(os.Getpid(), unix.SIGSTOP)
 				}
 			case <-done:
 				return
@@ -209,41 +207,79 @@ func followJobControl(stdin any, proc child, bwrap bool) (stop func()) {
 	}
 }
 
+// orphanedGroup reports whether this process's group looks orphaned, the kernel's
+// condition for discarding a terminal's SIGTSTP: its parent is not in the same
+// session and another group (the shell that would continue it). Only the parent is
+// looked at, which is the whole group for a job of toh-exec alone.
+func orphanedGroup() bool {
+	_, pgrp, sid, ok := procStat(os.Getpid())
+	if !ok {
+		return false
+	}
+	ppid := os.Getppid()
+	_, ppgrp, psid, ok := procStat(ppid)
+	return !ok || psid != sid || ppgrp == pgrp
+}
+
 // stopRun stops every process of the run with SIGSTOP, in passes until one finds
-// none running (a process may fork until it stops; one blocked in the kernel stops
-// when it returns), at most stopPasses of them. It returns a pidfd of each process
-// it stopped, for the SIGCONT that continues them: a process the command had
-// stopped itself stays stopped.
-func stopRun(proc child, bwrap bool) (stopped []int) {
+// no thread of any of them running (a process may fork until it stops, a thread
+// outlive its process's main thread or that thread sit in a ptrace stop, and a
+// process blocked in the kernel stops when it returns; all found by review), at
+// most stopPasses of them; ok is false when threads still ran after the last. It
+// returns a pidfd of each process it signalled, for the SIGCONT that continues
+// them.
+func stopRun(proc child, bwrap bool) (stopped []int, ok bool) {
 	have := map[int]bool{}
 	for range stopPasses {
 		running := 0
 		runProcesses(proc, bwrap, func(fd, p int) {
-			if st := procState(p); st != 'T' && st != 't' && st != 'Z' && st != 'X' && st != 0 {
-				running++
-				if unix.PidfdSendSignal(fd, unix.SIGSTOP, nil, 0) == nil && !have[p] {
-					if dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0); err == nil {
-						have[p] = true
-						stopped = append(stopped, dup)
-					}
+			if unix.PidfdSendSignal(fd, unix.SIGSTOP, nil, 0) != nil {
+				return // gone
+			}
+			if !have[p] {
+				if dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0); err == nil {
+					have[p] = true
+					stopped = append(stopped, dup)
 				}
+			}
+			if threadsRunning(p) {
+				running++
 			}
 		})
 		if running == 0 {
-			break
+			return stopped, true
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
-	return stopped
+	return stopped, false
 }
 
 const stopPasses = 50
 
-// runProcesses calls fn with a pidfd of every process of the run: under bwrap every
-// process of its PID namespace but the namespace's init (orphans are reparented to
-// that init, so none is missed), or bwrap itself while there is no namespace yet;
-// otherwise every descendant of this process, which is the child subreaper of its
-// runs (leftovers_linux.go), so a process that detached is still among them.
+// threadsRunning reports whether a thread of p is neither stopped, traced, nor dead.
+func threadsRunning(p int) bool {
+	dir := "/proc/" + strconv.Itoa(p) + "/task/"
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, t := range tasks {
+		switch procState(dir + t.Name()) {
+		case 'T', 't', 'Z', 'X', 0:
+		default:
+			return true
+		}
+	}
+	return false
+}
+
+// runProcesses calls fn with a pidfd of every process of the run: the descendants
+// of the init of its PID namespace under bwrap (orphans are reparented to that init
+// or a subreaper below it, so none is missed), or of bwrap itself while there is no
+// namespace yet; otherwise the descendants of this process, which is the child
+// subreaper of its runs (leftovers_linux.go), so a process that detached is still
+// among them. The processes come from one scan of /proc, with no cap: a run of more
+// processes than a walk would take is still stopped whole (found by review).
 func runProcesses(proc child, bwrap bool, fn func(fd, p int)) {
 	root := os.Getpid()
 	if bwrap {
@@ -252,16 +288,53 @@ func runProcesses(proc child, bwrap bool, fn func(fd, p int)) {
 			return
 		}
 	}
-	descendants(root, func(p int) bool {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return
+	}
+	children := map[int][]int{}
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if ppid, _, _, ok := procStat(p); ok {
+			children[ppid] = append(children[ppid], p)
+		}
+	}
+	queue := slices.Clone(children[root])
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		queue = append(queue, children[p]...)
 		withPidfd(p, func(fd int) { fn(fd, p) })
-		return false
-	})
+	}
 }
 
-// procState is p's state letter from /proc/p/stat (R, S, D, T, t, Z, ...), 0 when
-// gone.
-func procState(p int) byte {
+// procStat reads p's parent, process group and session from /proc/p/stat.
+func procStat(p int) (ppid, pgrp, sid int, ok bool) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/stat")
+	if err != nil {
+		return 0, 0, 0, false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0, 0, 0, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 4 {
+		return 0, 0, 0, false
+	}
+	ppid, e1 := strconv.Atoi(f[1])
+	pgrp, e2 := strconv.Atoi(f[2])
+	sid, e3 := strconv.Atoi(f[3])
+	return ppid, pgrp, sid, e1 == nil && e2 == nil && e3 == nil
+}
+
+// procState is the state letter (R, S, D, T, t, Z, ...) in the stat file of the
+// /proc directory dir (a process's or a thread's), 0 when gone.
+func procState(dir string) byte {
+	b, err := os.ReadFile(dir + "/stat")
 	if err != nil {
 		return 0
 	}

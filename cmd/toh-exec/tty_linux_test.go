@@ -1,9 +1,14 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,6 +24,62 @@ func init() {
 	subprocessRoles["tiocsti"] = tiocsti
 	subprocessRoles["tty-mess"] = ttyMess
 	subprocessRoles["tty-stop"] = ttyStop
+	subprocessRoles["job-shell"] = jobShell
+	subprocessRoles["thread-reader"] = threadReader
+}
+
+// threadReader reads lines from stdin into ./got on a thread other than the main
+// one, whose state it then hides from a check of the main thread alone (found by
+// review): with argument "exit" the main thread exits by itself (its state reads
+// Z). (A main thread held in a ptrace stop hides the same way; a Go program is no
+// test for it: its garbage collector waits for that thread.)
+func threadReader() int {
+	ready := make(chan struct{})
+	go func() {
+		runtime.LockOSThread() // never the main thread, which main keeps
+		close(ready)
+		buf := make([]byte, 4096)
+		for {
+			n, err := unix.Read(0, buf)
+			if n <= 0 || err != nil {
+				unix.Exit(0) // the whole process
+			}
+			f, _ := os.OpenFile("got", os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+			f.Write(buf[:n])
+			f.Close()
+		}
+	}()
+	<-ready
+	switch os.Args[len(os.Args)-1] {
+	case "exit":
+		unix.RawSyscall(unix.SYS_EXIT, 0, 0, 0) // this thread only
+	}
+	select {}
+}
+
+// jobShell does what an interactive shell does with a job: it starts the argv of
+// $TOH_JOB_ARGV (a JSON array) in a process group of its own as the terminal's
+// foreground group (it must itself lead the terminal's session), writes the job's
+// pid to $TOH_JOB_PIDFILE, and waits for it; its exit status is the job's.
+func jobShell() int {
+	var argv []string
+	if err := json.Unmarshal([]byte(os.Getenv("TOH_JOB_ARGV")), &argv); err != nil || len(argv) == 0 {
+		fmt.Fprintln(os.Stderr, "TOH_JOB_ARGV:", err)
+		return 3
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Foreground: true, Ctty: 0}
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	if err := os.WriteFile(os.Getenv("TOH_JOB_PIDFILE"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	cmd.Wait()
+	return cmd.ProcessState.ExitCode()
 }
 
 // ttyMess changes what a command can change of the terminal on its stdin: echo and
@@ -395,12 +456,15 @@ func TestStoppedTerminalOutputDoesNotOutlastTheRun(t *testing.T) {
 // TestCtrlZStopsTheCommand: the terminal's ^Z, which reaches toh-exec alone (the
 // command runs in a session of its own), stops the command too, so that it cannot
 // read what the user types into the shell meanwhile; the SIGCONT of "fg" continues
-// it, and it reads what was typed. Before 2026-12-02 toh-exec stopped and the
-// command went on reading the terminal (found by review), and the first fix
-// stopped only the command's process group, which a reader that made a session of
-// its own left (found by the next review). Negative control: with toh-exec stopped,
-// the reading process is stopped ('T') and a line typed then is not read;
-// positive: after SIGCONT it is, and the run ends normally.
+// it, and it reads what was typed. toh-exec runs as a shell's job (jobShell). Before
+// 2026-12-02 toh-exec stopped and the command went on reading the terminal (found
+// by review), and the first fix stopped only the command's process group, which a
+// reader that made a session of its own left (found by the next review). Negative
+// control: with toh-exec stopped, the reading process is stopped ('T') and a line
+// typed then is not read; positive: after SIGCONT it is, and the run ends
+// normally. And where no shell could continue it (toh-exec leads the terminal's
+// session, its group orphaned), ^Z is ignored as by any program, instead of
+// stopping toh-exec for good (found by review).
 func TestCtrlZStopsTheCommand(t *testing.T) {
 	testutil.RequireBwrap(t)
 	s := newScratch(t)
@@ -414,19 +478,41 @@ func TestCtrlZStopsTheCommand(t *testing.T) {
 		}
 		return b[i+2]
 	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	atoi := func(s string) int { n, _ := strconv.Atoi(s); return n }
+	// The confined reader: a copy outside /tmp, which bwrap's workspace-write
+	// replaces with a tmpfs.
+	helper := filepath.Join(s.beside, "ctrlz-helper")
+	testutil.CopyExecutable(t, self, helper)
 	for _, rung := range []string{"bwrap", "landlock"} {
 		if rung == "landlock" && testutil.LandlockABI() == 0 {
 			continue
 		}
-		for _, c := range []struct{ name, script string }{
-			{"the command", reader},
-			{"a reader in a session of its own", "exec 3<&0; setsid sh -c '" + reader + "' <&3 & wait"},
+		for _, c := range []struct {
+			name, script string
+			orphaned     bool
+		}{
+			{"the command", reader, false},
+			{"a reader in a session of its own", "exec 3<&0; setsid sh -c '" + reader + "' <&3 & wait", false},
+			{"a reader thread whose main thread exited", "TOH_TEST_SUBPROCESS=thread-reader exec " + helper + " exit", false},
+			{"no shell to continue it", reader, true},
 		} {
 			t.Run(rung+"/"+c.name, func(t *testing.T) {
 				os.Remove(s.ws + "/got")
 				master, slave := openPTY(t)
 				defer master.Close()
-				cmd := exec.Command(tohExec, "--policy", s.noPolicy, "--runner", rung, "--mode", "workspace-write", "-c", c.script)
+				argv := []string{tohExec, "--policy", s.noPolicy, "--runner", rung, "--mode", "workspace-write", "-c", c.script}
+				pidfile := filepath.Join(s.beside, "job.pid")
+				os.Remove(pidfile)
+				cmd := exec.Command(self)
+				argvJSON, _ := json.Marshal(argv)
+				cmd.Env = append(os.Environ(), "TOH_TEST_SUBPROCESS=job-shell", "TOH_JOB_PIDFILE="+pidfile, "TOH_JOB_ARGV="+string(argvJSON))
+				if c.orphaned {
+					cmd = exec.Command(argv[0], argv[1:]...)
+				}
 				cmd.Dir = s.ws
 				cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
 				cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
@@ -442,30 +528,59 @@ func TestCtrlZStopsTheCommand(t *testing.T) {
 						}
 					}
 				}()
+				job := cmd.Process.Pid
+				if !c.orphaned {
+					waitFor(t, "the job's pid", func() bool {
+						b, err := os.ReadFile(pidfile)
+						if err == nil {
+							job, err = strconv.Atoi(string(b))
+						}
+						return err == nil
+					})
+				}
 				var readers []int
-				waitFor(t, "the reading shell", func() bool {
-					readers = append(descendantsOf(cmd.Process.Pid, "bash", "-c", reader), descendantsOf(cmd.Process.Pid, "sh", "-c", reader)...)
+				waitFor(t, "the reader", func() bool {
+					readers = slices.Concat(descendantsOf(job, "bash", "-c", reader), descendantsOf(job, "sh", "-c", reader),
+						descendantsOf(job, helper, "exit"))
 					return len(readers) == 1
 				})
 				master.Write([]byte("one\n"))
 				waitFor(t, "the first line to be read", func() bool { return got() == "one\n" })
 				master.Write([]byte{0x1a}) // ^Z
-				waitFor(t, "toh-exec and the reader to stop", func() bool {
-					return state(cmd.Process.Pid) == 'T' && state(readers[0]) == 'T'
-				})
-				master.Write([]byte("secret\n"))
-				time.Sleep(200 * time.Millisecond)
-				if g := got(); g != "one\n" {
-					t.Errorf("the reader read the terminal while stopped: %q", g)
+				if c.orphaned {
+					master.Write([]byte("two\n"))
+					waitFor(t, "the next line to be read", func() bool { return got() == "one\ntwo\n" })
+					if st := state(job); st == 'T' {
+						t.Errorf("toh-exec stopped with no shell to continue it")
+					}
+				} else {
+					waitFor(t, "toh-exec and every thread of the reader to stop", func() bool {
+						if state(job) != 'T' {
+							return false
+						}
+						tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", readers[0]))
+						for _, task := range tasks {
+							if st := state(atoi(task.Name())); st != 'T' && st != 't' && st != 'Z' {
+								return false
+							}
+						}
+						return len(tasks) > 0
+					})
+					master.Write([]byte("secret\n"))
+					time.Sleep(200 * time.Millisecond)
+					if g := got(); g != "one\n" {
+						t.Errorf("the reader read the terminal while stopped: %q", g)
+					}
+					syscall.Kill(job, syscall.SIGCONT) // fg
+					waitFor(t, "the line typed meanwhile to be read", func() bool { return got() == "one\nsecret\n" })
 				}
-				cmd.Process.Signal(syscall.SIGCONT) // fg
-				waitFor(t, "the line typed meanwhile to be read", func() bool { return got() == "one\nsecret\n" })
 				master.Write([]byte{4}) // ^D
 				done := make(chan error, 1)
 				go func() { done <- cmd.Wait() }()
 				select {
 				case <-done:
 				case <-time.After(10 * time.Second):
+					syscall.Kill(job, syscall.SIGKILL)
 					cmd.Process.Kill()
 					t.Fatal("toh-exec did not end")
 				}
