@@ -208,17 +208,32 @@ func followJobControl(stdin any, proc child, bwrap bool) (stop func()) {
 }
 
 // orphanedGroup reports whether this process's group looks orphaned, the kernel's
-// condition for discarding a terminal's SIGTSTP: its parent is not in the same
-// session and another group (the shell that would continue it). Only the parent is
-// looked at, which is the whole group for a job of toh-exec alone.
+// condition for discarding a terminal's SIGTSTP: no member has a parent in the same
+// session but another group (the shell that would continue it). The members looked
+// at are this process and its ancestors within the group (a script the shell runs
+// as a job, with toh-exec inside, is not orphaned: the script's parent is the
+// shell); other members are not.
 func orphanedGroup() bool {
 	_, pgrp, sid, ok := procStat(os.Getpid())
 	if !ok {
 		return false
 	}
-	ppid := os.Getppid()
-	_, ppgrp, psid, ok := procStat(ppid)
-	return !ok || psid != sid || ppgrp == pgrp
+	p := os.Getpid()
+	for range 64 {
+		ppid, _, _, ok := procStat(p)
+		if !ok || ppid <= 0 {
+			return true
+		}
+		_, ppgrp, psid, ok := procStat(ppid)
+		switch {
+		case !ok || psid != sid:
+			return true
+		case ppgrp != pgrp:
+			return false
+		}
+		p = ppid
+	}
+	return true
 }
 
 // stopRun stops every process of the run with SIGSTOP, in passes until one finds

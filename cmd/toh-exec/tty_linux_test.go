@@ -26,6 +26,9 @@ func init() {
 	subprocessRoles["tty-stop"] = ttyStop
 	subprocessRoles["job-shell"] = jobShell
 	subprocessRoles["thread-reader"] = threadReader
+	if os.Getenv("TOH_TEST_SUBPROCESS") == "thread-reader" {
+		runtime.LockOSThread() // main runs on the main thread, which threadReader ends
+	}
 }
 
 // threadReader reads lines from stdin into ./got on a thread other than the main
@@ -50,6 +53,8 @@ func threadReader() int {
 		}
 	}()
 	<-ready
+	// Found by its pid: once its main thread is gone its cmdline reads empty.
+	os.WriteFile("reader.pid", []byte(strconv.Itoa(os.Getpid())), 0o644)
 	switch os.Args[len(os.Args)-1] {
 	case "exit":
 		unix.RawSyscall(unix.SYS_EXIT, 0, 0, 0) // this thread only
@@ -494,20 +499,26 @@ func TestCtrlZStopsTheCommand(t *testing.T) {
 		for _, c := range []struct {
 			name, script string
 			orphaned     bool
+			inScript     bool // toh-exec run by a script the shell runs as the job
 		}{
-			{"the command", reader, false},
-			{"a reader in a session of its own", "exec 3<&0; setsid sh -c '" + reader + "' <&3 & wait", false},
-			{"a reader thread whose main thread exited", "TOH_TEST_SUBPROCESS=thread-reader exec " + helper + " exit", false},
-			{"no shell to continue it", reader, true},
+			{"the command", reader, false, false},
+			{"the command, toh-exec inside a script", reader, false, true},
+			{"a reader in a session of its own", "exec 3<&0; setsid sh -c '" + reader + "' <&3 & wait", false, false},
+			{"a reader thread whose main thread exited", "TOH_TEST_SUBPROCESS=thread-reader exec " + helper + " exit", false, false},
+			{"no shell to continue it", reader, true, false},
 		} {
 			t.Run(rung+"/"+c.name, func(t *testing.T) {
 				os.Remove(s.ws + "/got")
+				os.Remove(s.ws + "/reader.pid")
 				master, slave := openPTY(t)
 				defer master.Close()
 				argv := []string{tohExec, "--policy", s.noPolicy, "--runner", rung, "--mode", "workspace-write", "-c", c.script}
 				pidfile := filepath.Join(s.beside, "job.pid")
 				os.Remove(pidfile)
 				cmd := exec.Command(self)
+				if c.inScript {
+					argv = append([]string{"/bin/sh", "-c", `"$@"; true`, "sh"}, argv...)
+				}
 				argvJSON, _ := json.Marshal(argv)
 				cmd.Env = append(os.Environ(), "TOH_TEST_SUBPROCESS=job-shell", "TOH_JOB_PIDFILE="+pidfile, "TOH_JOB_ARGV="+string(argvJSON))
 				if c.orphaned {
@@ -540,8 +551,12 @@ func TestCtrlZStopsTheCommand(t *testing.T) {
 				}
 				var readers []int
 				waitFor(t, "the reader", func() bool {
-					readers = slices.Concat(descendantsOf(job, "bash", "-c", reader), descendantsOf(job, "sh", "-c", reader),
-						descendantsOf(job, helper, "exit"))
+					readers = slices.Concat(descendantsOf(job, "bash", "-c", reader), descendantsOf(job, "sh", "-c", reader))
+					if b, err := os.ReadFile(filepath.Join(s.ws, "reader.pid")); err == nil {
+						if p := hostPidOf(job, atoi(string(b))); p > 0 {
+							readers = append(readers, p)
+						}
+					}
 					return len(readers) == 1
 				})
 				master.Write([]byte("one\n"))
@@ -571,7 +586,7 @@ func TestCtrlZStopsTheCommand(t *testing.T) {
 					if g := got(); g != "one\n" {
 						t.Errorf("the reader read the terminal while stopped: %q", g)
 					}
-					syscall.Kill(job, syscall.SIGCONT) // fg
+					syscall.Kill(-job, syscall.SIGCONT) // fg: the whole job
 					waitFor(t, "the line typed meanwhile to be read", func() bool { return got() == "one\nsecret\n" })
 				}
 				master.Write([]byte{4}) // ^D
@@ -590,4 +605,31 @@ func TestCtrlZStopsTheCommand(t *testing.T) {
 			})
 		}
 	}
+}
+
+// hostPidOf is the pid, as this process sees it, of the descendant of root whose pid
+// in its own PID namespace is inner (a bwrap run's processes see other numbers).
+func hostPidOf(root, inner int) int {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		for _, line := range strings.Split(string(b), "\n") {
+			if rest, ok := strings.CutPrefix(line, "NSpid:"); ok {
+				f := strings.Fields(rest)
+				if len(f) == 0 || f[len(f)-1] != strconv.Itoa(inner) {
+					break
+				}
+				for p := pid; p > 1; p = ppid(p) {
+					if p == root {
+						return pid
+					}
+				}
+			}
+		}
+	}
+	return 0
 }
