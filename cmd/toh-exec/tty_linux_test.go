@@ -177,14 +177,7 @@ func TestConfinedCommandCannotInjectTerminalInput(t *testing.T) {
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-		go func() {
-			buf := make([]byte, 4096)
-			for {
-				if _, err := master.Read(buf); err != nil {
-					return
-				}
-			}
-		}()
+		go drain(master)
 		cmd.Run()
 		return cmd.ProcessState.ExitCode(), injected(t, slave), stderr.String()
 	}
@@ -229,14 +222,7 @@ func TestInterruptFromTerminalEndsTheSandbox(t *testing.T) {
 			t.Fatal(err)
 		}
 		slave.Close()
-		go func() {
-			buf := make([]byte, 4096)
-			for {
-				if _, err := master.Read(buf); err != nil {
-					return
-				}
-			}
-		}()
+		go drain(master)
 		var sleeps []int
 		waitFor(t, "the sleep to start", func() bool {
 			sleeps = descendantsOf(cmd.Process.Pid, "sleep", tag)
@@ -327,14 +313,7 @@ func TestTerminalSettingsDoNotOutlastTheRun(t *testing.T) {
 	runs := append(terminalRuns(t), terminalRun{[]string{"--runner", "bwrap", "--bwrap", flaky}, true})
 	for _, c := range runs {
 		master, slave := openPTY(t)
-		go func() {
-			buf := make([]byte, 4096)
-			for {
-				if _, err := master.Read(buf); err != nil {
-					return
-				}
-			}
-		}()
+		go drain(master)
 		before, err := unix.IoctlGetTermios(int(slave.Fd()), unix.TCGETS)
 		if err != nil {
 			t.Fatal(err)
@@ -531,14 +510,7 @@ func TestCtrlZStopsTheCommand(t *testing.T) {
 					t.Fatal(err)
 				}
 				slave.Close()
-				go func() {
-					buf := make([]byte, 4096)
-					for {
-						if _, err := master.Read(buf); err != nil {
-							return
-						}
-					}
-				}()
+				go drain(master)
 				job := cmd.Process.Pid
 				if !c.orphaned {
 					waitFor(t, "the job's pid", func() bool {
@@ -632,4 +604,15 @@ func hostPidOf(root, inner int) int {
 		}
 	}
 	return 0
+}
+
+// drain reads r until it fails: a terminal's output nobody checks must not fill up
+// and block the writer.
+func drain(r *os.File) {
+	buf := make([]byte, 4096)
+	for {
+		if _, err := r.Read(buf); err != nil {
+			return
+		}
+	}
 }
