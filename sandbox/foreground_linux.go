@@ -271,7 +271,11 @@ func stopRun(proc child, bwrap bool) (stopped []int, ok bool) {
 
 const stopPasses = 50
 
-// threadsRunning reports whether a thread of p is neither stopped, traced, nor dead.
+// threadsRunning reports whether a thread of p is neither stopped, traced, dead,
+// nor in an uninterruptible wait in the kernel (D): such a thread has the SIGSTOP
+// just sent pending and stops before it runs its own code again, and one blocked
+// for long (a slow disk, a hung network file system) must not have the run killed
+// as unstoppable. A read of a terminal waits interruptibly (S).
 func threadsRunning(p int) bool {
 	dir := "/proc/" + strconv.Itoa(p) + "/task/"
 	tasks, err := os.ReadDir(dir)
@@ -280,7 +284,7 @@ func threadsRunning(p int) bool {
 	}
 	for _, t := range tasks {
 		switch procState(dir + t.Name()) {
-		case 'T', 't', 'Z', 'X', 0:
+		case 'T', 't', 'Z', 'X', 'D', 0:
 		default:
 			return true
 		}
