@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -142,15 +144,19 @@ func kids(p int) []int {
 // into the shell next (found by review). Now SIGTSTP stops every process of the
 // run (stopRun), whatever its process group or session, then toh-exec itself; the
 // SIGCONT of "fg" or "bg" continues them. A run that cannot be stopped is ended
-// instead (SIGKILL): it would read the terminal on. Where the kernel would discard
-// a terminal's SIGTSTP (toh-exec's process group is orphaned: no parent in the
-// session to continue it, as under a harness's pty) nothing happens, as for any
-// program. It applies only while stdin is a terminal: with a pipe or a file
-// nothing can be read from the user's typing. Not covered: a job continued in the
-// background ("bg", or started with "&") that reads the terminal is not stopped by
-// the kernel (SIGTTIN), as it is outside the terminal's session; and under
-// Landlock a toh-exec killed (SIGKILL) while stopped leaves the run stopped for
-// good (bwrap's die-with-parent ends it).
+// instead (SIGKILL): it would read the terminal on. Where the kernel discards a
+// terminal's SIGTSTP (toh-exec's process group is orphaned, as under a harness's
+// pty), toh-exec is not stopped and the run goes on at once, as for any program
+// (stopSelf). It applies only while stdin is a terminal: with a pipe or a file
+// nothing can be read from the user's typing. Not covered, and not coverable with
+// signals (found by review): a run can continue itself while toh-exec is stopped
+// (a timer that sends it SIGCONT; the kernel's SIGHUP and SIGCONT to a process group
+// orphaned when a member is killed) and read on; a pty that toh-exec owns and
+// relays, or a cgroup freezer, would close that. Nor is a job continued in the
+// background ("bg", or started with "&") that reads the terminal stopped by the
+// kernel (SIGTTIN), as it is outside the terminal's session. And under Landlock a
+// toh-exec killed (SIGKILL) while stopped leaves the run stopped for good (bwrap's
+// die-with-parent ends it).
 // The returned function ends the following once the command was reaped.
 func followJobControl(stdin any, proc child, bwrap bool) (stop func()) {
 	f, ok := stdin.(*os.File)
@@ -177,24 +183,25 @@ func followJobControl(stdin any, proc child, bwrap bool) (stop func()) {
 		for {
 			select {
 			case s := <-jobs:
-				switch {
-				case s == syscall.SIGCONT:
+				if s == syscall.SIGCONT {
 					release(unix.SIGCONT)
-				case orphanedGroup():
-				default:
-					stopped, ok := stopRun(proc, bwrap)
-					held = append(held, stopped...)
-					if !ok {
-						// Processes still ran after every pass: end the run rather
-						// than stop with it reading the terminal.
-						release(unix.SIGKILL)
-						runProcesses(proc, bwrap, func(fd, _ int) { _ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) })
-						_ = proc.Kill()
-						fmt.Fprintln(os.Stderr, "toh-exec: the run could not be stopped (its processes kept running); it was ended")
-						continue
-					}
-					_ = unix.Kill(os.Getpid(), unix.SIGSTOP)
+					continue
 				}
+				stopped, ok := stopRun(proc, bwrap)
+				held = append(held, stopped...)
+				if !ok {
+					// Processes still ran after every pass: end the run rather
+					// than stop with it reading the terminal.
+					release(unix.SIGKILL)
+					runProcesses(proc, bwrap, func(fd, _ int) { _ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) })
+					_ = proc.Kill()
+					fmt.Fprintln(os.Stderr, "toh-exec: the run could not be stopped (its processes kept running); it was ended")
+					continue
+				}
+				stopSelf()
+				// Continued ("fg", "bg"), or the kernel discarded the stop: the run
+				// goes on either way.
+				release(unix.SIGCONT)
 			case <-done:
 				return
 			}
@@ -207,33 +214,33 @@ func followJobControl(stdin any, proc child, bwrap bool) (stop func()) {
 	}
 }
 
-// orphanedGroup reports whether this process's group looks orphaned, the kernel's
-// condition for discarding a terminal's SIGTSTP: no member has a parent in the same
-// session but another group (the shell that would continue it). The members looked
-// at are this process and its ancestors within the group (a script the shell runs
-// as a job, with toh-exec inside, is not orphaned: the script's parent is the
-// shell); other members are not.
-func orphanedGroup() bool {
-	_, pgrp, sid, ok := procStat(os.Getpid())
-	if !ok {
-		return false
+// stopSelf stops this process the way a terminal's SIGTSTP stops any program, and
+// returns once it was continued, or at once where the kernel discards the stop: a
+// SIGTSTP with the default action, sent to this very thread, which stops in its
+// return from the kill until SIGCONT. The kernel discards it where the process
+// group is orphaned (no shell in the session to continue it: a harness's pty, the
+// init of a PID namespace), which toh-exec once guessed from its ancestors, and
+// stopped for good, or ignored ^Z, where the guess was wrong (found by reviews).
+// The default action is set with rt_sigaction itself for the moment: the Go
+// runtime keeps its own handler once os/signal was asked for SIGTSTP, and
+// signal.Reset does not remove it.
+func stopSelf() {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var old kernelSigaction
+	dfl := kernelSigaction{} // SIG_DFL
+	if _, _, e := unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(unix.SIGTSTP), uintptr(unsafe.Pointer(&dfl)), uintptr(unsafe.Pointer(&old)), 8, 0, 0); e != 0 {
+		_ = unix.Kill(os.Getpid(), unix.SIGSTOP)
+		return
 	}
-	p := os.Getpid()
-	for range 64 {
-		ppid, _, _, ok := procStat(p)
-		if !ok || ppid <= 0 {
-			return true
-		}
-		_, ppgrp, psid, ok := procStat(ppid)
-		switch {
-		case !ok || psid != sid:
-			return true
-		case ppgrp != pgrp:
-			return false
-		}
-		p = ppid
-	}
-	return true
+	_ = unix.Tgkill(os.Getpid(), unix.Gettid(), unix.SIGTSTP)
+	unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(unix.SIGTSTP), uintptr(unsafe.Pointer(&old)), 0, 8, 0, 0)
+}
+
+// kernelSigaction is the kernel's struct sigaction on 64-bit Linux (amd64, arm64).
+type kernelSigaction struct {
+	handler, flags, restorer uintptr
+	mask                     uint64
 }
 
 // stopRun stops every process of the run with SIGSTOP, in passes until one finds
