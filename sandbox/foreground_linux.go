@@ -42,14 +42,22 @@ func signalSandbox(root int, sig syscall.Signal) bool {
 	if !ok {
 		return false
 	}
+	// The deepest and youngest first: a terminal signals a group at once, and one
+	// at a time in the other order a pipeline's "cat" could see its input end
+	// (sleep killed) and exit 0 before its own signal came, and the shell take
+	// that for a handled ^C (seen in CI).
+	var all []int
 	descendants(init, func(p int) bool {
+		all = append(all, p)
+		return false
+	})
+	for _, p := range slices.Backward(all) {
 		withPidfd(p, func(fd int) {
 			if _, g, _, ok := procStat(p); ok && g == group {
 				_ = unix.PidfdSendSignal(fd, sig, nil, 0)
 			}
 		})
-		return false
-	})
+	}
 	return true
 }
 
