@@ -216,13 +216,7 @@ func TestInterruptFromTerminalEndsTheSandbox(t *testing.T) {
 		tag := fmt.Sprintf("777.%d", time.Now().UnixNano()%1000000)
 		cmd := exec.Command(tohExec, "--policy", s.noPolicy, "--runner", rung, "--", "sleep", tag)
 		cmd.Dir = s.ws
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		slave.Close()
-		go drain(master)
+		startOnTerminal(t, cmd, master, slave)
 		var sleeps []int
 		waitFor(t, "the sleep to start", func() bool {
 			sleeps = descendantsOf(cmd.Process.Pid, "sleep", tag)
@@ -504,13 +498,7 @@ func TestCtrlZStopsTheCommand(t *testing.T) {
 					cmd = exec.Command(argv[0], argv[1:]...)
 				}
 				cmd.Dir = s.ws
-				cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
-				cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-				if err := cmd.Start(); err != nil {
-					t.Fatal(err)
-				}
-				slave.Close()
-				go drain(master)
+				startOnTerminal(t, cmd, master, slave)
 				job := cmd.Process.Pid
 				if !c.orphaned {
 					waitFor(t, "the job's pid", func() bool {
@@ -615,4 +603,18 @@ func drain(r *os.File) {
 			return
 		}
 	}
+}
+
+// startOnTerminal starts cmd as the leader of a session whose controlling terminal
+// is the pty slave (its standard streams too), closes this process's copy of the
+// slave and drains the master.
+func startOnTerminal(t *testing.T, cmd *exec.Cmd, master, slave *os.File) {
+	t.Helper()
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	slave.Close()
+	go drain(master)
 }
