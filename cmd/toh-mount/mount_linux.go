@@ -226,18 +226,15 @@ func runUnmount(mountpoint string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "toh-mount: %v\n", err)
 		return exitFailure
 	}
-	switch typ, err := fusefence.MountType(at); {
-	case err != nil:
-		fmt.Fprintf(stderr, "toh-mount: %v\n", err)
-		return exitFailure
-	case typ == "":
+	var notFence *fusefence.NotFenceError
+	switch err := fusefence.UnmountFence(at); {
+	case errors.Is(err, fusefence.ErrNotAMountPoint):
 		fmt.Fprintf(stderr, "toh-mount: %s is not a mount point\n", mountpoint)
 		return exitFailure
-	case typ != fenceType:
-		fmt.Fprintf(stderr, "toh-mount: %s is a %s mount, not a toh-mount one: left alone\n", mountpoint, typ)
+	case errors.As(err, &notFence):
+		fmt.Fprintf(stderr, "toh-mount: %s is a %s mount, not a toh-mount one: left alone\n", mountpoint, notFence.Type)
 		return exitFailure
-	}
-	if err := fusefence.Unmount(at, false); err != nil {
+	case err != nil:
 		fmt.Fprintf(stderr, "toh-mount: %v\n", err)
 		return exitFailure
 	}
