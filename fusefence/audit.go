@@ -148,7 +148,11 @@ func OpenAudit(path string) (*AuditLog, error) {
 }
 
 // holdsRecords reports whether the file at p, which must be the file st describes,
-// starts like an audit log: a JSON object.
+// starts like an audit log: its first line is a whole record as ReadAudit reads it
+// (strict JSON, no unknown field, a time, an op and a rule; or a dropped-count
+// note). A first byte of '{' was enough before, so a JSON configuration file given
+// by mistake was accepted and appended to. The writer writes whole lines only, so
+// a log's first line is never torn.
 func holdsRecords(p string, st *unix.Stat_t) bool {
 	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -159,9 +163,32 @@ func holdsRecords(p string, st *unix.Stat_t) bool {
 	if unix.Fstat(fd, &now) != nil || now.Dev != st.Dev || now.Ino != st.Ino {
 		return false
 	}
-	var b [1]byte
-	n, _ := unix.Read(fd, b[:])
-	return n == 1 && b[0] == '{'
+	// A record is at most a few times PATH_MAX; read no more than this of a file
+	// that is something else.
+	const firstLineMax = 256 << 10
+	buf := make([]byte, firstLineMax)
+	n := 0
+	for n < len(buf) {
+		m, err := unix.Pread(fd, buf[n:], int64(n))
+		if m <= 0 || err != nil {
+			break
+		}
+		n += m
+		if bytes.IndexByte(buf[:n], '\n') >= 0 {
+			break
+		}
+	}
+	line, _, found := bytes.Cut(buf[:n], []byte("\n"))
+	if !found {
+		return false
+	}
+	var rec Record
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if dec.Decode(&rec) != nil || dec.More() {
+		return false
+	}
+	return rec.Dropped > 0 || (rec.Op != "" && rec.Rule != "" && !rec.Time.IsZero())
 }
 
 func startAudit(f *os.File, path string, max int64) (*AuditLog, error) {

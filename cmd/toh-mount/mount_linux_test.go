@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -1015,9 +1016,15 @@ func TestStartRefusals(t *testing.T) {
 	}
 	refused := func(what, want string, args ...string) {
 		t.Helper()
-		cmd := exec.Command(binary, args...)
+		// One that is not refused starts serving: end it (SIGTERM unmounts) rather
+		// than wait for it.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, binary, args...)
+		cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+		cmd.WaitDelay = 10 * time.Second
 		out, err := cmd.CombinedOutput()
-		if err == nil || !strings.Contains(string(out), want) {
+		if err == nil || ctx.Err() != nil || !strings.Contains(string(out), want) {
 			t.Errorf("%s: %v %q, want a refusal saying %q", what, err, out, want)
 		}
 	}
@@ -1025,6 +1032,21 @@ func TestStartRefusals(t *testing.T) {
 	refused("an audit log that is not one", "holds no audit records", "--policy", tr.policy, "--audit", notLog, tr.src, tr.mnt)
 	if b, _ := os.ReadFile(notLog); string(b) != "root:x:0:0:root:/root:/bin/bash\n" {
 		t.Errorf("the file given as audit log changed: %q", b)
+	}
+	// A JSON file of another kind starts with '{' too, which was all it took.
+	config := tr.base + "/cfg/settings.json"
+	const settings = `{"mode":"read-only","workspaceRoot":"/srv"}` + "\n"
+	if err := os.WriteFile(config, []byte(settings), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	refused("a JSON file that is no audit log", "holds no audit records", "--policy", tr.policy, "--audit", config, tr.src, tr.mnt)
+	if b, _ := os.ReadFile(config); string(b) != settings {
+		t.Errorf("the JSON file given as audit log changed: %q", b)
+	}
+	// Control: a log that holds a record is taken (TestKilledDaemonFailsClosedAndRestartRecovers reopens one a daemon wrote).
+	const record = `{"time":"2026-12-02T00:00:00Z","pid":1,"uid":0,"op":"create","path":"x","hostPath":"/x","mode":"read-only","rule":"read-only"}` + "\n"
+	if err := os.WriteFile(tr.audit, []byte(record), 0o644); err != nil {
+		t.Fatal(err)
 	}
 	startDaemon(t, tr.src, tr.mnt, tr.args()...)
 	refused("a mountpoint already served", "already served by a toh-mount", "--policy", tr.policy, tr.src, tr.mnt)
