@@ -927,12 +927,17 @@ func TestUnmountOnlyAFence(t *testing.T) {
 // can while -u runs again and again; a file held open on the fence makes each real
 // unmount of it fail (busy), so the fence stays for the next run. Negative control:
 // the tmpfs is still mounted. Positive: with the swapping stopped and the file
-// closed, -u unmounts the fence.
+// closed, -u unmounts the fence. It runs in a mount namespace of its own: bwrap
+// tests running meanwhile fail when a mount moves under them.
 func TestUnmountIsNotRedirected(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the tmpfs, and an unmount by umount2, are root's")
 	}
 	testutil.RequireFUSE(t)
+	t.Setenv("TOH_MOUNT_BIN", binary)
+	if !testutil.InOwnMountNamespace(t) {
+		return
+	}
 	tr := newTree(t, policy.ReadOnly)
 	x, y, other := tr.base+"/x", tr.base+"/y", tr.base+"/other"
 	for _, d := range []string{x + "/m", other + "/m"} {
