@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/toh-sandbox/toh/canon"
+	"github.com/toh-sandbox/toh/internal/strictmodes"
 	"golang.org/x/sys/unix"
 )
 
@@ -48,10 +49,14 @@ func IsStale(mountpoint string) bool {
 
 // RecoverStale detaches stale mounts stacked on mountpoint (a daemon killed
 // several times over leaves one each) until a live directory shows. It reports
-// how many it detached. As root the check and the detach go through the
-// mountpoint's parent opened without following symlinks (see pin), so a directory
-// on the way that its owner swaps for a symlink cannot send the detach to a mount
-// of the same name elsewhere.
+// how many it detached. As root each check and detach hold the mount itself: the
+// name, in its parent opened without following symlinks (see pinned), is opened
+// without following, the descriptor's mount must be a FUSE mount rooted at exactly
+// that path, the ENOTCONN stat is made on the descriptor and the detach goes
+// through it. By path, a directory on the way swapped for a symlink, or mountpoints
+// exchanged from a user's own mount namespace, sent root's detach to another mount;
+// and a live FUSE daemon of the user's can answer ENOTCONN when it likes, so only
+// that mount of theirs may be detached for it (found by review).
 func RecoverStale(mountpoint string) (int, error) {
 	if os.Geteuid() != 0 {
 		return recoverStale(mountpoint, func() bool { return IsStale(mountpoint) },
@@ -65,8 +70,24 @@ func RecoverStale(mountpoint string) (int, error) {
 		return 0, err
 	}
 	defer p.close()
-	return recoverStale(mountpoint, p.stale, func() error {
-		if err := unix.Unmount(p.path, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW); err != nil {
+	var m *mountHeld
+	defer func() { m.close() }()
+	stale := func() bool {
+		m.close()
+		m = nil
+		h, err := p.hold()
+		if err != nil || !strings.HasPrefix(h.typ, "fuse") {
+			return false
+		}
+		m = h
+		var x unix.Statx_t
+		err = unix.Statx(m.fd, "", unix.AT_EMPTY_PATH|unix.AT_STATX_FORCE_SYNC, unix.STATX_BASIC_STATS, &x)
+		return errors.Is(err, unix.ENOTCONN)
+	}
+	return recoverStale(mountpoint, stale, func() error {
+		// The mount judged stale itself, through its descriptor: lazily, since the
+		// descriptor keeps it busy.
+		if err := m.detach(); err != nil {
 			if errors.Is(err, unix.EPERM) {
 				// A user namespace without the mount's ownership; try the helper.
 				return fusermountUnmount(mountpoint, true)
@@ -93,16 +114,98 @@ func recoverStale(mountpoint string, stale func() bool, detach func() error) (in
 
 // pinned is a mountpoint's parent directory, opened from "/" without following any
 // symlink and kept open, and its last name. path reaches that name through the kept
-// descriptor (/proc/self/fd/N/name), so umount2(path, UMOUNT_NOFOLLOW) acts on
-// whatever is mounted at that name in that very directory: a directory on the way
-// that is swapped for a symlink after the open cannot redirect it, and a mount
-// cannot be moved there by renaming (rename(2) refuses a mountpoint of the caller's
-// mount namespace; from another one, only a directory its owner may rename), so
-// what can be at that name is what was checked or a mount its owner could have
-// put there anyway.
+// descriptor (/proc/self/fd/N/name), so a directory on the way that is swapped for a
+// symlink after the open cannot redirect what is done there. A rename can still
+// move a mount to that name: rename(2) refuses a mountpoint of the caller's own
+// mount namespace only, so a user who made a namespace of their own before the
+// mounts existed can exchange two mountpoints in directories they may rename in,
+// and the mounts move for everyone (found by review). So what is checked is held
+// by a descriptor of the mount itself (hold), and acted on through it, unless
+// nobody but root and the caller can rename on the way (movable).
 type pinned struct {
-	parent     int
-	name, path string
+	parent         int
+	name, path, at string
+}
+
+// mountHeld is a descriptor of the topmost mount at a pinned name, and what
+// mountinfo says of that mount.
+type mountHeld struct {
+	fd  int
+	typ string
+}
+
+// hold opens the pinned name without following it and returns it if it is the root
+// of a mount (mountinfo lists the descriptor's mount at exactly p.at), else an
+// error wrapping ErrNotAMountPoint.
+func (p *pinned) hold() (*mountHeld, error) {
+	fd, err := unix.Openat(p.parent, p.name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("opening %s: %w", p.at, err)
+	}
+	m := &mountHeld{fd: fd}
+	e, err := mountOf(fd)
+	switch {
+	case err != nil:
+		m.close()
+		return nil, err
+	case e.at != p.at:
+		// A directory inside a mount, not the mount's root; or a mount moved here
+		// from elsewhere since the name was opened.
+		m.close()
+		return nil, ErrNotAMountPoint
+	}
+	m.typ = e.typ
+	return m, nil
+}
+
+func (m *mountHeld) close() {
+	if m != nil {
+		unix.Close(m.fd)
+	}
+}
+
+// detach detaches the held mount, whatever name it is at by now (MNT_DETACH: the
+// descriptor itself keeps it busy).
+func (m *mountHeld) detach() error {
+	return unix.Unmount(fmt.Sprintf("/proc/self/fd/%d", m.fd), unix.MNT_DETACH)
+}
+
+// movable reports whether someone other than root and the caller might rename a
+// directory from "/" down to the pinned parent, or the name in it, and so move
+// another mount to it: a directory of the way they own or may write (a sticky one
+// counts for the name itself, whose owner the mount hides). Walked from the kept
+// descriptor up through "..", so it judges the directories actually pinned. When it
+// cannot tell, true.
+func (p *pinned) movable() bool {
+	euid := uint32(os.Geteuid())
+	fd, err := unix.Openat(p.parent, ".", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return true
+	}
+	defer func() { unix.Close(fd) }()
+	for first := true; ; first = false {
+		var st unix.Stat_t
+		if unix.Fstat(fd, &st) != nil || strictmodes.Replaceable(&st, euid) {
+			return true
+		}
+		if first && st.Mode&unix.S_ISVTX != 0 && st.Mode&0o022 != 0 {
+			return true
+		}
+		up, err := unix.Openat(fd, "..", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return true
+		}
+		var ust unix.Stat_t
+		if unix.Fstat(up, &ust) != nil {
+			unix.Close(up)
+			return true
+		}
+		unix.Close(fd)
+		fd = up
+		if ust.Dev == st.Dev && ust.Ino == st.Ino {
+			return false // "/": its parent is itself
+		}
+	}
 }
 
 // pin opens the parent of mountpoint, an absolute path with no symlink on the way
@@ -125,7 +228,7 @@ func pin(mountpoint string) (*pinned, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening %s without following symlinks: %w", dir, err)
 	}
-	return &pinned{parent: parent, name: name, path: fmt.Sprintf("/proc/self/fd/%d/%s", parent, name)}, nil
+	return &pinned{parent: parent, name: name, at: mountpoint, path: fmt.Sprintf("/proc/self/fd/%d/%s", parent, name)}, nil
 }
 
 // pinCanonical pins mountpoint, which may be relative and have symlinks in its
@@ -145,19 +248,12 @@ func pinCanonical(mountpoint string) (*pinned, error) {
 
 func (p *pinned) close() { unix.Close(p.parent) }
 
-// stale is IsStale for the pinned name, not following it.
-func (p *pinned) stale() bool {
-	var x unix.Statx_t
-	err := unix.Statx(p.parent, p.name, unix.AT_SYMLINK_NOFOLLOW|unix.AT_STATX_FORCE_SYNC, unix.STATX_BASIC_STATS, &x)
-	return errors.Is(err, unix.ENOTCONN)
-}
-
 // MountType is the file system type of what is mounted at mountpoint, as the last
 // (topmost) entry of /proc/self/mountinfo for that path names it ("fuse.toh" for a
 // fence), or "" when nothing is mounted there. mountpoint must be absolute and
 // canonical; its last component is not followed.
 func MountType(mountpoint string) (string, error) {
-	b, err := os.ReadFile("/proc/self/mountinfo")
+	b, err := os.ReadFile("/proc/thread-self/mountinfo")
 	if err != nil {
 		return "", err
 	}
@@ -209,16 +305,18 @@ func (e *NotFenceError) Error() string {
 //
 // As root, umount2 would take any mount, so the check and the unmount must hold the
 // same one. The parent directory is opened from "/" without following any symlink
-// and kept; the mountpoint is opened in it, without following, to read the mount
-// it is on (fdinfo's mnt_id), which mountinfo must list as a fuse.toh mount at
-// exactly that path; the unmount then goes through the kept parent
-// (/proc/self/fd/N/name, UMOUNT_NOFOLLOW). Before, the check read mountinfo by path
-// and umount2 walked the path again: a directory on the way that its owner swapped
-// for a symlink in between could send the unmount to a mount of the same name
-// elsewhere (/proc, say). What can be at that name in the kept parent by the time
-// of the unmount is the fence or a mount its owner could have put there anyway
-// (see pinned). Other users go through fusermount3, which checks
-// that they own the mount and guards its own walk.
+// and kept, and the name is opened in it without following: mountinfo must list
+// the descriptor's mount (by fdinfo's mnt_id) as a fuse.toh mount at exactly that
+// path. If another user could rename a directory on the way or the name itself
+// (pinned.movable), that very mount is detached through its descriptor, lazily
+// (the descriptor keeps it busy, so a fence in use is detached rather than
+// refused, and its daemon then ends); otherwise the name is unmounted through the
+// kept parent (/proc/self/fd/N/name, UMOUNT_NOFOLLOW), and a fence in use is
+// refused with EBUSY. Before, the check read mountinfo by path and umount2 walked
+// the path again, so a directory on the way swapped for a symlink, or two
+// mountpoints exchanged from a mount namespace of the user's own, sent root's
+// unmount to another mount (found by review). Other users go through fusermount3,
+// which checks that they own the mount and guards its own walk.
 func UnmountFence(mountpoint string) error {
 	if os.Geteuid() != 0 {
 		typ, err := MountType(mountpoint)
@@ -235,37 +333,26 @@ func UnmountFence(mountpoint string) error {
 		return err
 	}
 	defer p.close()
-	fd, err := unix.Openat(p.parent, p.name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("opening %s: %w", mountpoint, err)
-	}
-	id, err := mountIDOf(fd)
-	unix.Close(fd) // an open descriptor would keep the mount busy
+	m, err := p.hold()
 	if err != nil {
 		return err
-	}
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return err
-	}
-	var m mountinfoEntry
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if e, ok := parseMountinfo(line); ok && e.id == id {
-			m = e
-			break
-		}
-	}
-	switch {
-	case m.id == "":
-		return fmt.Errorf("%s: its mount %s is not in this namespace's mount table", mountpoint, id)
-	case m.at != mountpoint:
-		// A directory inside a mount, not the mount's root.
-		return ErrNotAMountPoint
 	}
 	if err := fenceType(m.typ); err != nil {
+		m.close()
 		return err
 	}
-	if err := unix.Unmount(p.path, unix.UMOUNT_NOFOLLOW); err != nil {
+	if p.movable() {
+		// Another user could move a mount of theirs choosing to this name by now:
+		// detach the very mount checked, lazily (its descriptor keeps it busy).
+		err = m.detach()
+		m.close()
+	} else {
+		// Nobody else can rename on the way: a plain unmount at the name, which
+		// refuses a mount still in use (EBUSY) rather than detaching it.
+		m.close()
+		err = unix.Unmount(p.path, unix.UMOUNT_NOFOLLOW)
+	}
+	if err != nil {
 		if errors.Is(err, unix.EPERM) {
 			// A user namespace without the mount's ownership; try the helper.
 			return fusermountUnmount(mountpoint, false)
@@ -286,19 +373,34 @@ func fenceType(typ string) error {
 	return &NotFenceError{Type: typ}
 }
 
-// mountIDOf is the ID of the mount fd is on, from /proc/self/fdinfo: no request
-// reaches the file system, so a stale fence answers too.
-func mountIDOf(fd int) (string, error) {
+// mountOf is mountinfo's entry for the mount fd is on, found by its ID (fdinfo's
+// mnt_id: no request reaches the file system, so a stale mount answers too). The
+// calling thread's mount table (thread-self): a thread of this process may have
+// moved to a namespace of its own (abortConnection does), the main thread too.
+func mountOf(fd int) (mountinfoEntry, error) {
 	b, err := os.ReadFile("/proc/self/fdinfo/" + strconv.Itoa(fd))
 	if err != nil {
-		return "", err
+		return mountinfoEntry{}, err
 	}
+	id := ""
 	for line := range strings.SplitSeq(string(b), "\n") {
 		if v, ok := strings.CutPrefix(line, "mnt_id:"); ok {
-			return strings.TrimSpace(v), nil
+			id = strings.TrimSpace(v)
+			break
 		}
 	}
-	return "", errors.New("no mnt_id in /proc/self/fdinfo")
+	if id == "" {
+		return mountinfoEntry{}, errors.New("no mnt_id in /proc/self/fdinfo")
+	}
+	if b, err = os.ReadFile("/proc/thread-self/mountinfo"); err != nil {
+		return mountinfoEntry{}, err
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if e, ok := parseMountinfo(line); ok && e.id == id {
+			return e, nil
+		}
+	}
+	return mountinfoEntry{}, fmt.Errorf("mount %s is not in this namespace's mount table", id)
 }
 
 // Unmount unmounts mountpoint: umount2 as root, fusermount3 -u otherwise. lazy

@@ -3,8 +3,11 @@ package fusefence
 import (
 	"fmt"
 	"os"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -128,4 +131,151 @@ func TestRecoverStaleIsNotRedirected(t *testing.T) {
 		t.Errorf("%s/m is still stale", x)
 	}
 	t.Logf("%d stale mounts detached while x was swapped; the tmpfs stayed", windows)
+}
+
+// nsSwapper starts a thread in a mount namespace of its own, made now, before the
+// mounts the test makes next: there a and b stay plain directories, so rename(2)
+// exchanges them, and the mounts on them move in the test's namespace too. A user
+// does this with unshare -Urm before root mounts on directories they may rename
+// in. start begins the exchanges, stop ends them.
+func nsSwapper(t *testing.T, a, b string) (start, stop func()) {
+	t.Helper()
+	ready := make(chan error)
+	begin, done := make(chan struct{}), make(chan struct{})
+	var wg sync.WaitGroup
+	var swap func()
+	swap = func() {
+		defer wg.Done()
+		runtime.LockOSThread()
+		if unix.Gettid() == unix.Getpid() {
+			// The main thread: /proc/self (and code under test reading it) would
+			// follow it into the new namespace. Keep it, idle, and try another.
+			wg.Add(1)
+			go swap()
+			<-done
+			runtime.UnlockOSThread()
+			return
+		}
+		// Never unlocked from here: the thread ends, and its namespace with it.
+		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+			ready <- err
+			return
+		}
+		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+			ready <- err
+			return
+		}
+		ready <- nil
+		select {
+		case <-begin:
+		case <-done:
+			return
+		}
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_EXCHANGE)
+		}
+	}
+	wg.Add(1)
+	go swap()
+	if err := <-ready; err != nil {
+		t.Fatalf("a mount namespace for the swapper: %v", err)
+	}
+	var once sync.Once
+	return func() { close(begin) }, func() { once.Do(func() { close(done); wg.Wait() }) }
+}
+
+// TestExchangedMountpointsAreNotTaken: as root, UnmountFence and RecoverStale act
+// on the very mount they checked. With the mountpoint's parent pinned, a rename can
+// still move mounts: rename(2) refuses a mountpoint of the caller's own mount
+// namespace only, so a user who made a namespace before the mounts existed can
+// exchange d/m, where a fence is (stale here: any fuse.toh mount will do), with
+// d/n, where another mount is (a tmpfs), between root's check and its unmount, and
+// the other mount was taken (found by review, through toh-mount -u and a toh-mount
+// start). d belongs to another user, as such a d would. Negative control: the tmpfs
+// stays mounted through 2000 tries of each while d/m and d/n are exchanged.
+// Positive: fences are unmounted and stale mounts detached meanwhile.
+func TestExchangedMountpointsAreNotTaken(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting needs root")
+	}
+	if !testutil.InOwnMountNamespace(t) {
+		return
+	}
+	d := t.TempDir() + "/d"
+	for _, dir := range []string{d + "/m", d + "/n"} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chown(d, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	start, stop := nsSwapper(t, d+"/m", d+"/n")
+	defer stop()
+	if err := unix.Mount("toh-test-keep", d+"/n", "tmpfs", 0, ""); err != nil {
+		t.Skipf("tmpfs: %v", err)
+	}
+	t.Cleanup(func() {
+		stop()
+		for range 200 {
+			if unix.Unmount(d+"/m", unix.MNT_DETACH) != nil && unix.Unmount(d+"/n", unix.MNT_DETACH) != nil {
+				break
+			}
+		}
+	})
+	mounted := func() (tmpfs bool, fences int) {
+		b, _ := os.ReadFile("/proc/thread-self/mountinfo")
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if e, ok := parseMountinfo(line); ok && strings.HasPrefix(e.at, d+"/") {
+				tmpfs = tmpfs || strings.Contains(line, " - tmpfs toh-test-keep ")
+				if e.typ == "fuse.toh" {
+					fences++
+				}
+			}
+		}
+		return tmpfs, fences
+	}
+	start()
+	for _, c := range []struct {
+		name string
+		take func() bool // reports whether it unmounted a fence
+	}{
+		{"UnmountFence", func() bool { return UnmountFence(d+"/m") == nil }},
+		{"RecoverStale", func() bool { n, _ := RecoverStale(d + "/m"); return n > 0 }},
+	} {
+		taken := 0
+		deadline := time.Now().Add(5 * time.Second)
+		for i := 0; i < 2000 && time.Now().Before(deadline); i++ {
+			if _, fences := mounted(); fences == 0 {
+				staleMount(t, d+"/m")
+			}
+			if c.take() {
+				taken++
+			}
+			if tmpfs, _ := mounted(); !tmpfs {
+				t.Fatalf("%s(%s/m), try %d, while d/m and d/n were exchanged from another mount namespace, took the tmpfs; mountinfo:\n%s", c.name, d, i+1, mountsUnder(d))
+			}
+		}
+		if taken == 0 {
+			t.Errorf("%s took no fence at all", c.name)
+		}
+		t.Logf("%s: %d fences taken, the tmpfs never", c.name, taken)
+	}
+}
+
+// mountsUnder is what mountinfo lists beneath dir, for failure messages.
+func mountsUnder(dir string) string {
+	b, _ := os.ReadFile("/proc/thread-self/mountinfo")
+	var out []string
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if strings.Contains(line, dir) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
 }

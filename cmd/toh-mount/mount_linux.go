@@ -160,7 +160,7 @@ func runMount(o mountOptions, stderr io.Writer) int {
 		select {
 		case <-sigs:
 		case <-unmounted:
-			logf("%s was unmounted here, but another mount namespace still holds a copy of it (a sandbox started while it was mounted): ending that copy too", o.mountpoint)
+			logf("%s was unmounted here while still in use (a file open on it, or a copy another mount namespace holds, such as a sandbox started while it was mounted): ending it", o.mountpoint)
 		}
 		close(stopping)
 		// Every request on the mount fails from here on, in copies other mount
@@ -205,6 +205,10 @@ func canonicalMountpoint(p string) (string, error) {
 	at := filepath.Join(dir, filepath.Base(abs))
 	fi, err := os.Lstat(at)
 	switch {
+	case errors.Is(err, syscall.ENOTCONN), errors.Is(err, syscall.EACCES):
+		// A stale fence (its daemon died), or, to root, a user's fence without
+		// allow_other: the name is what unmounting takes, not what the mount shows.
+		return at, nil
 	case err != nil:
 		return "", err
 	case fi.Mode()&os.ModeSymlink != 0:
