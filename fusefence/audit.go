@@ -182,10 +182,16 @@ func holdsRecords(p string, st *unix.Stat_t) bool {
 	if !found {
 		return false
 	}
+	// As the writer spells them: encoding/json alone would also take other cases
+	// of the keys, and a closing bracket after the object (found by review).
+	line = bytes.TrimRight(line, " \t\r")
+	if !bytes.HasPrefix(line, []byte(`{"time":`)) && !bytes.HasPrefix(line, []byte(`{"dropped":`)) {
+		return false
+	}
 	var rec Record
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.DisallowUnknownFields()
-	if dec.Decode(&rec) != nil || dec.More() {
+	if dec.Decode(&rec) != nil || dec.InputOffset() != int64(len(line)) {
 		return false
 	}
 	return rec.Dropped > 0 || (rec.Op != "" && rec.Rule != "" && !rec.Time.IsZero())
@@ -272,6 +278,14 @@ func (a *AuditLog) run() {
 		}
 		if len(batch) > 0 {
 			n, err := a.file.Write(batch)
+			if err != nil && n > 0 && n < len(batch) {
+				// A short write (the disk or the quota full) would leave a torn line,
+				// which ReadAudit refuses and OpenAudit would not take back: cut the
+				// file back to its last whole line (found by review).
+				if a.file.Truncate(a.size) == nil {
+					n = 0
+				}
+			}
 			a.size += int64(n)
 			if err != nil {
 				a.setErr(fmt.Errorf("writing audit log %q: %w", a.path, err))
