@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -47,7 +48,8 @@ type Event struct {
 }
 
 // Record is one line of an audit log as read back: a denial, or a note that Dropped
-// denials were not recorded because the writer could not keep up.
+// denials were not recorded because the writer could not keep up (or, Dropped 1, a
+// record a full disk cut short).
 type Record struct {
 	Event
 	Dropped uint64 `json:"dropped,omitempty"`
@@ -82,6 +84,7 @@ type AuditLog struct {
 	dropped atomic.Uint64
 	done    chan struct{}
 	size    int64 // the file's size, as this writer knows it
+	torn    bool  // the last write was cut short inside a line
 	max     int64
 
 	mu     sync.RWMutex // guards closed against Log racing Close
@@ -147,12 +150,16 @@ func OpenAudit(path string) (*AuditLog, error) {
 	return startAudit(f, path, AuditMaxBytes)
 }
 
+// recordStart matches the start of a record as the writer writes it, up to its op.
+var recordStart = regexp.MustCompile(`^\{"time":"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+(Z|[+-][0-9:]+)","pid":[0-9]+,"uid":[0-9]+,"op":"`)
+
 // holdsRecords reports whether the file at p, which must be the file st describes,
 // starts like an audit log: its first line is a whole record as ReadAudit reads it
 // (strict JSON, no unknown field, a time, an op and a rule; or a dropped-count
-// note). A first byte of '{' was enough before, so a JSON configuration file given
-// by mistake was accepted and appended to. The writer writes whole lines only, so
-// a log's first line is never torn.
+// note), or it starts as the writer starts a record (recordStart: a record longer
+// than is read here, or one a full disk cut short). A first byte of '{' was enough
+// before, so a JSON configuration file given by mistake was accepted and appended
+// to.
 func holdsRecords(p string, st *unix.Stat_t) bool {
 	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -179,6 +186,11 @@ func holdsRecords(p string, st *unix.Stat_t) bool {
 		}
 	}
 	line, _, found := bytes.Cut(buf[:n], []byte("\n"))
+	if recordStart.Match(line) {
+		// A record as the writer starts one: whole, longer than read here, or cut
+		// short by a full disk (see run).
+		return true
+	}
 	if !found {
 		return false
 	}
@@ -205,6 +217,18 @@ func startAudit(f *os.File, path string, max int64) (*AuditLog, error) {
 	}
 	a := &AuditLog{path: path, file: f, queue: make(chan auditMsg, auditQueue), done: make(chan struct{}),
 		size: fi.Size(), max: max}
+	if a.size > 0 {
+		// A log left with a torn line (a write the disk cut short): the next
+		// record starts a line of its own. The log is open for writing only: read
+		// through a second descriptor of the same file.
+		if r, err := os.Open(fmt.Sprintf("/proc/self/fd/%d", f.Fd())); err == nil {
+			var last [1]byte
+			if n, _ := r.ReadAt(last[:], a.size-1); n == 1 && last[0] != '\n' {
+				a.torn = true
+			}
+			r.Close()
+		}
+	}
 	go a.run()
 	return a, nil
 }
@@ -277,14 +301,17 @@ func (a *AuditLog) run() {
 			lastNote = time.Now()
 		}
 		if len(batch) > 0 {
+			if a.torn {
+				// The last write was cut short: what follows starts a line of its own.
+				batch = append([]byte{'\n'}, batch...)
+			}
 			n, err := a.file.Write(batch)
-			if err != nil && n > 0 && n < len(batch) {
-				// A short write (the disk or the quota full) would leave a torn line,
-				// which ReadAudit refuses and OpenAudit would not take back: cut the
-				// file back to its last whole line (found by review).
-				if a.file.Truncate(a.size) == nil {
-					n = 0
-				}
+			// A write the disk or a quota cut short leaves a torn line. It stays
+			// (cutting the file back could remove another writer's records; found by
+			// review): ReadAudit reads it as one denial not recorded whole, and
+			// OpenAudit takes such a log back.
+			if n > 0 {
+				a.torn = batch[n-1] != '\n'
 			}
 			a.size += int64(n)
 			if err != nil {
@@ -391,10 +418,16 @@ func ReadAudit(r io.Reader, fn func(Record) error) error {
 			dec := json.NewDecoder(bytes.NewReader(line))
 			dec.DisallowUnknownFields()
 			if derr := dec.Decode(&rec); derr != nil {
-				if !terminated {
+				switch {
+				case !terminated:
 					return nil
+				case recordStart.Match(line):
+					// A record the disk cut short (see run): a denial not
+					// recorded whole.
+					rec = Record{Dropped: 1}
+				default:
+					return fmt.Errorf("audit log line %d: %w", n, derr)
 				}
-				return fmt.Errorf("audit log line %d: %w", n, derr)
 			}
 			if rec.PathBytes != nil {
 				rec.Path = string(rec.PathBytes)

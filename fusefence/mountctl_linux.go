@@ -130,8 +130,8 @@ type pinned struct {
 // mountHeld is a descriptor of the topmost mount at a pinned name, and what
 // mountinfo says of that mount.
 type mountHeld struct {
-	fd  int
-	typ string
+	fd      int
+	id, typ string
 }
 
 // hold opens the pinned name without following it and returns it if it is the root
@@ -154,7 +154,7 @@ func (p *pinned) hold() (*mountHeld, error) {
 		m.close()
 		return nil, ErrNotAMountPoint
 	}
-	m.typ = e.typ
+	m.id, m.typ = e.id, e.typ
 	return m, nil
 }
 
@@ -173,9 +173,10 @@ func (m *mountHeld) detach() error {
 // movable reports whether someone other than root and the caller might rename a
 // directory from "/" down to the pinned parent, or the name in it, and so move
 // another mount to it: a directory of the way they own or may write (a sticky one
-// counts for the name itself, whose owner the mount hides). Walked from the kept
-// descriptor up through "..", so it judges the directories actually pinned. When it
-// cannot tell, true.
+// counts for the name itself, whose owner the mount hides), or one on a file system
+// whose modes the local kernel does not enforce (modesEnforced: FUSE, network).
+// Walked from the kept descriptor up through "..", so it judges the directories
+// actually pinned. When it cannot tell, true.
 func (p *pinned) movable() bool {
 	euid := uint32(os.Geteuid())
 	fd, err := unix.Openat(p.parent, ".", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -185,7 +186,7 @@ func (p *pinned) movable() bool {
 	defer func() { unix.Close(fd) }()
 	for first := true; ; first = false {
 		var st unix.Stat_t
-		if unix.Fstat(fd, &st) != nil || strictmodes.Replaceable(&st, euid) {
+		if unix.Fstat(fd, &st) != nil || strictmodes.Replaceable(&st, euid) || !modesEnforced(fd) {
 			return true
 		}
 		if first && st.Mode&unix.S_ISVTX != 0 && st.Mode&0o022 != 0 {
@@ -266,9 +267,28 @@ func MountType(mountpoint string) (string, error) {
 	return typ, nil
 }
 
+// modesEnforced reports whether the file system fd is on is one whose owner and
+// mode bits the local kernel enforces for rename: a FUSE file system's daemon
+// reports them and, without default_permissions, decides renames itself, so a
+// user's could show root's 0755 and let its owner rename anyway (found by review);
+// network file systems decide on the server. Local disk and memory file systems
+// only.
+func modesEnforced(fd int) bool {
+	var fs unix.Statfs_t
+	if unix.Fstatfs(fd, &fs) != nil {
+		return false
+	}
+	switch fs.Type {
+	case unix.EXT4_SUPER_MAGIC, unix.XFS_SUPER_MAGIC, unix.BTRFS_SUPER_MAGIC, unix.TMPFS_MAGIC,
+		unix.F2FS_SUPER_MAGIC, unix.OVERLAYFS_SUPER_MAGIC, unix.RAMFS_MAGIC, 0x2fc12fc1: // ZFS
+		return true
+	}
+	return false
+}
+
 // mountinfoEntry is what MountType and UnmountFence read of a mountinfo line.
 type mountinfoEntry struct {
-	id, at, typ string
+	id, parent, at, typ string
 }
 
 // parseMountinfo reads one line of /proc/self/mountinfo:
@@ -285,7 +305,7 @@ func parseMountinfo(line string) (mountinfoEntry, bool) {
 	if len(f) < 5 || sep < 6 || sep+1 >= len(f) {
 		return mountinfoEntry{}, false
 	}
-	return mountinfoEntry{id: f[0], at: unescapeMountinfo(f[4]), typ: f[sep+1]}, true
+	return mountinfoEntry{id: f[0], parent: f[1], at: unescapeMountinfo(f[4]), typ: f[sep+1]}, true
 }
 
 // ErrNotAMountPoint is UnmountFence's answer when nothing is mounted at the path.
@@ -342,8 +362,17 @@ func UnmountFence(mountpoint string) error {
 		return err
 	}
 	if p.movable() {
-		// Another user could move a mount of theirs choosing to this name by now:
+		// Another user could move a mount of their choosing to this name by now:
 		// detach the very mount checked, lazily (its descriptor keeps it busy).
+		// A detach takes the mounts inside it too, which a plain unmount refuses
+		// (EBUSY): refuse them here (found by review).
+		if inside, err := mountsInside(m.id); err != nil || len(inside) > 0 {
+			m.close()
+			if err != nil {
+				return err
+			}
+			return fmt.Errorf("%s: other mounts are inside it (%s): unmount them first", mountpoint, strings.Join(inside, ", "))
+		}
 		err = m.detach()
 		m.close()
 	} else {
@@ -360,6 +389,21 @@ func UnmountFence(mountpoint string) error {
 		return fmt.Errorf("unmounting %q: %w", mountpoint, err)
 	}
 	return nil
+}
+
+// mountsInside lists where the mounts whose parent is mount id are.
+func mountsInside(id string) ([]string, error) {
+	b, err := os.ReadFile("/proc/thread-self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	var at []string
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if e, ok := parseMountinfo(line); ok && e.parent == id && e.id != id {
+			at = append(at, e.at)
+		}
+	}
+	return at, nil
 }
 
 // fenceType is nil for a fence's mount type, and UnmountFence's refusal otherwise.

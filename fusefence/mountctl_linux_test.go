@@ -3,6 +3,7 @@ package fusefence
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/toh-sandbox/toh/internal/testutil"
+	"github.com/toh-sandbox/toh/policy"
 )
 
 // staleMount mounts a FUSE file system at mp whose connection is already gone: the
@@ -278,4 +280,36 @@ func mountsUnder(dir string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestMovableDistrustsFUSE: pinned.movable judges a directory by the owner and mode
+// bits fstat reports, which a FUSE daemon makes up (and, without
+// default_permissions, decides renames itself): a directory inside a FUSE mount
+// counts as movable however it looks (found by review), so root's -u there detaches
+// the checked mount through its descriptor. Control: the same-looking directory
+// on the host's disk is not movable.
+func TestMovableDistrustsFUSE(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the ownership the control needs is root's")
+	}
+	e := newEnv(t, policy.DangerFullAccess, "dir src/d/m")
+	for _, c := range []struct {
+		mountpoint string
+		want       bool
+	}{
+		{e.mnt + "/d/m", true},
+		{e.src + "/d/m", false},
+	} {
+		if err := os.Chmod(filepath.Dir(c.mountpoint), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		p, err := pin(c.mountpoint)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := p.movable(); got != c.want {
+			t.Errorf("movable(%s) = %v, want %v", c.mountpoint, got, c.want)
+		}
+		p.close()
+	}
 }

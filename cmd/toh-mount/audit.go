@@ -60,7 +60,7 @@ func runAudit(args []string, stdout, stderr io.Writer) int {
 			return enc.Encode(r.Event)
 		}
 		if r.Dropped > 0 {
-			_, err := fmt.Fprintf(stdout, "(%d denials not recorded: the log could not keep up)\n", r.Dropped)
+			_, err := fmt.Fprintf(stdout, "(%d denials not recorded whole: the log could not keep up, or the disk was full)\n", r.Dropped)
 			return err
 		}
 		mode := r.Mode

@@ -1004,6 +1004,56 @@ func TestUnmountIsNotRedirected(t *testing.T) {
 	}
 }
 
+// TestLazyUnmountLeavesSubmounts: where a user other than root may rename on the way
+// to the mountpoint, root's -u detaches the fence through a descriptor of it, and a
+// detach takes the mounts inside it too (found by review): such mounts are refused
+// by name, as a plain unmount refuses them (EBUSY). Control: with the tmpfs inside
+// gone, -u detaches the fence and its daemon ends.
+func TestLazyUnmountLeavesSubmounts(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the tmpfs, and root's -u, are root's")
+	}
+	testutil.RequireFUSE(t)
+	tr := newTree(t, policy.ReadOnly)
+	if err := os.Mkdir(tr.src+"/sub", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	u := tr.base + "/u"
+	mnt := u + "/mnt"
+	if err := os.MkdirAll(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(u, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, tr.src, mnt, "--policy", tr.policy, tr.src, mnt)
+	if err := unix.Mount("toh-test-inside", mnt+"/sub", "tmpfs", 0, ""); err != nil {
+		t.Skipf("tmpfs: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(mnt+"/sub", unix.MNT_DETACH) })
+	out, err := exec.Command(binary, "-u", mnt).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "other mounts are inside it") {
+		t.Errorf("toh-mount -u with a tmpfs inside: %v %q, want a refusal naming it", err, out)
+	}
+	if mountCount(mnt) != 1 || mountCount(mnt+"/sub") != 1 {
+		t.Fatalf("after the refusal, mounts at %s: %d, inside: %d; want both", mnt, mountCount(mnt), mountCount(mnt+"/sub"))
+	}
+	if err := unix.Unmount(mnt+"/sub", 0); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(binary, "-u", mnt).CombinedOutput(); err != nil {
+		t.Fatalf("toh-mount -u with nothing inside: %v %q", err, out)
+	}
+	select {
+	case <-d.done:
+	case <-time.After(15 * time.Second):
+		t.Fatalf("the daemon did not end after -u\n%s", d.stderr)
+	}
+	if n := mountCount(mnt); n != 0 {
+		t.Errorf("%d mounts left at %s", n, mnt)
+	}
+}
+
 // TestUnmountStaleFence: -u ends a fence whose daemon was killed, also once the
 // kernel's cached attributes of the mountpoint expired and a stat of it answers
 // ENOTCONN (it refused then with "transport endpoint is not connected": found by
