@@ -40,16 +40,22 @@ func swapper(a, b string) (stop func()) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		for {
-			select {
-			case <-done:
-				return
-			default:
-			}
-			unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_EXCHANGE)
-		}
+		exchangeUntil(a, b, done)
 	}()
 	return func() { close(done); wg.Wait() }
+}
+
+// exchangeUntil exchanges a and b (renameat2 RENAME_EXCHANGE) as fast as it can
+// until done is closed.
+func exchangeUntil(a, b string, done <-chan struct{}) {
+	for {
+		select {
+		case <-done:
+			return
+		default:
+		}
+		unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_EXCHANGE)
+	}
 }
 
 // TestRecoverStaleIsNotRedirected: as root, RecoverStale checks and detaches the
@@ -173,14 +179,7 @@ func nsSwapper(t *testing.T, a, b string) (start, stop func()) {
 		case <-done:
 			return
 		}
-		for {
-			select {
-			case <-done:
-				return
-			default:
-			}
-			unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_EXCHANGE)
-		}
+		exchangeUntil(a, b, done)
 	}
 	wg.Add(1)
 	go swap()
