@@ -444,10 +444,7 @@ func (m *Fence) mountedHere() bool {
 }
 
 // mountListed reads the mount table mi from its start and reports whether it lists
-// the mount with ID id, and where (its mountpoint, unescaped). Fields are
-// separated by single spaces: the kernel writes space, tab, newline and backslash
-// in a path as \ooo, and no other whitespace (strings.Fields would split a path
-// on U+00A0 or CR).
+// the mount with ID id, and where (its mountpoint, unescaped; see parseMountinfo).
 func mountListed(mi io.ReadSeeker, id uint64) (at string, ok bool, err error) {
 	if _, err := mi.Seek(0, io.SeekStart); err != nil {
 		return "", false, err
@@ -456,10 +453,8 @@ func mountListed(mi io.ReadSeeker, id uint64) (at string, ok bool, err error) {
 	sc := bufio.NewScanner(mi)
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 	for sc.Scan() {
-		// 36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw
-		f := strings.SplitN(sc.Text(), " ", 6)
-		if len(f) > 4 && f[0] == want {
-			return unescapeMountinfo(f[4]), true, nil
+		if e, ok := parseMountinfo(sc.Text()); ok && e.id == want {
+			return e.at, true, nil
 		}
 	}
 	return "", false, sc.Err()
